@@ -1,0 +1,22 @@
+// The mlatune program's subcommands.  Each add_*_commands registers a group of
+// subcommands on the app; their callbacks do the work and report failure by
+// throwing mlatune::InputError (exit 2) or another mlatune::Error (exit 1).
+// Output goes to stdout; diagnostics to stderr.
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace mlatune::cli {
+
+void add_space_commands(CLI::App& app);  // mlatune space ...  (cli/space_commands.cpp)
+void add_tune_commands(CLI::App& app);   // mlatune tune ...   (cli/tune_commands.cpp)
+void add_cache_commands(CLI::App& app);  // mlatune cache ...  (cli/cache_commands.cpp)
+
+/// The database path: --db if given, else $MLATUNE_DB, else ./mlatune.db.
+std::filesystem::path database_path(const std::string& db_option);
+
+}  // namespace mlatune::cli

@@ -1,0 +1,46 @@
+// mlatune: parse options, run one subcommand, map errors to an exit code and
+// one clear message.  0 success, 1 environment error, 2 bad input.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "tuner/error.h"
+
+namespace mlatune::cli {
+
+std::filesystem::path database_path(const std::string& db_option) {
+  if (!db_option.empty()) return db_option;
+  if (const char* env = std::getenv("MLATUNE_DB"); env && *env) return env;
+  return "mlatune.db";
+}
+
+}  // namespace mlatune::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"mlatune: autotuning of CUDA kernel templates (NVRTC + SQLite)", "mlatune"};
+  app.set_version_flag("--version", MLATUNE_VERSION);
+  app.require_subcommand(1);
+  mlatune::cli::add_space_commands(app);
+  mlatune::cli::add_tune_commands(app);
+  mlatune::cli::add_cache_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const mlatune::InputError& e) {
+    fmt::print(stderr, "mlatune: error: {}\n", e.what());
+    return 2;
+  } catch (const mlatune::Error& e) {
+    fmt::print(stderr, "mlatune: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mlatune: internal error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

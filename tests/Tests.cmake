@@ -1,0 +1,46 @@
+# Test programs, by file name:
+#   tests/<name>_test.cpp      GoogleTest, no GPU needed; label "unit"
+#   tests/gpu_<name>_test.cpp  GoogleTest that needs a GPU; label "gpu".  Always
+#                              built; each test skips with a reason without a GPU.
+#   tests/bench_<name>.cpp     Google Benchmark; also run as a CTest smoke test
+#                              with a tiny time budget (label "bench") so it cannot rot.
+#   tests/<name>.cmake         extra targets a test needs (helper programs, ...)
+include(GoogleTest)
+
+function(mlatune_add_gtest source)
+  get_filename_component(name ${source} NAME_WE)
+  add_executable(${name} ${source})
+  target_compile_options(${name} PRIVATE ${MLATUNE_WARNINGS})
+  target_link_libraries(${name} PRIVATE mlatune_core GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    MLATUNE_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests"
+    MLATUNE_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  set(label unit)
+  if(name MATCHES "^gpu_")
+    set(label gpu)
+  endif()
+  gtest_discover_tests(${name} PROPERTIES LABELS ${label} DISCOVERY_TIMEOUT 60)
+endfunction()
+
+file(GLOB MLATUNE_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*_test.cpp)
+foreach(source IN LISTS MLATUNE_TEST_SOURCES)
+  mlatune_add_gtest(${source})
+endforeach()
+
+file(GLOB MLATUNE_BENCH_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/bench_*.cpp)
+foreach(source IN LISTS MLATUNE_BENCH_SOURCES)
+  get_filename_component(name ${source} NAME_WE)
+  add_executable(${name} ${source})
+  target_compile_options(${name} PRIVATE ${MLATUNE_WARNINGS})
+  target_link_libraries(${name} PRIVATE mlatune_core benchmark::benchmark)
+  target_compile_definitions(${name} PRIVATE
+    MLATUNE_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests" MLATUNE_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  add_test(NAME ${name}_smoke COMMAND ${name} --benchmark_min_time=0.01)
+  set_tests_properties(${name}_smoke PROPERTIES LABELS bench)
+endforeach()
+
+file(GLOB MLATUNE_TEST_EXTRAS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*.cmake)
+list(REMOVE_ITEM MLATUNE_TEST_EXTRAS ${CMAKE_SOURCE_DIR}/tests/Tests.cmake)
+foreach(extra IN LISTS MLATUNE_TEST_EXTRAS)
+  include(${extra})
+endforeach()

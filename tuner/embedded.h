@@ -1,0 +1,36 @@
+// Files compiled into the binary at build time (kernel templates and search
+// spaces), so that mlatune runs from any directory.  A file on disk always wins
+// over its embedded copy: users edit templates without rebuilding mlatune.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace mlatune {
+
+/// One embedded file, named by its path relative to the source root.
+struct EmbeddedFile {
+  std::string_view path;   // e.g. "templates/fused_mla_attention.cu"
+  std::string_view bytes;
+};
+
+std::span<const EmbeddedFile> embedded_files();
+
+/// The embedded file whose relative path is `path`, or whose path ends in
+/// "/<path>" (so "fused_mla_attention.cu" finds "templates/fused_mla_attention.cu").
+std::optional<std::string_view> find_embedded(std::string_view path);
+
+/// Where a text came from: a file on disk, or the copy embedded at build time.
+struct LoadedText {
+  std::string text;
+  std::string origin;  // the disk path, or "embedded:<relative path>"
+};
+
+/// Reads `path` from disk; if it does not exist, falls back to the embedded
+/// copy with the same relative path or file name.  Throws InputError when
+/// neither exists (or EnvironmentError when the file exists but cannot be read).
+LoadedText load_text_file(const std::filesystem::path& path);
+
+}  // namespace mlatune

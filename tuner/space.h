@@ -1,0 +1,214 @@
+// A search space: everything mlatune knows about one kernel family, read from
+// one YAML file (format: search_spaces/README.md).
+//
+// Parsing happens once, at the edge: after SearchSpace::load the core sees typed
+// values (parameters with typed values, compiled expressions, argument
+// descriptors), never raw YAML.  Every error names file:line:col.
+//
+// Enumeration is lazy: count(), for_each_valid() and sample() never materialize
+// the cartesian product; constraints are checked as soon as the variables they
+// use are bound.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tuner/error.h"
+
+namespace mlatune {
+
+/// Values of the shape variables, in the order the space declares them.
+struct Shape {
+  std::vector<std::int64_t> values;
+  bool operator==(const Shape&) const = default;
+  auto operator<=>(const Shape&) const = default;
+};
+
+/// One point of the space: for each parameter (in declaration order), the
+/// index of the chosen value in that parameter's value list.
+struct Config {
+  std::vector<std::uint32_t> choice;
+  bool operator==(const Config&) const = default;
+  auto operator<=>(const Config&) const = default;
+};
+
+enum class ValueKind { integer, boolean, name };
+
+/// A tunable parameter: a name and a non-empty list of distinct values.
+struct Parameter {
+  std::string name;
+  ValueKind kind = ValueKind::integer;
+  /// Numeric value of each choice as seen by expressions and as emitted to
+  /// the compiler: the integer itself, 0/1 for booleans, the index for names.
+  std::vector<std::int64_t> numeric;
+  /// Text of each value as written in the YAML ("4", "true", "absorbed").
+  std::vector<std::string> text;
+  SourceLocation where;
+};
+
+enum class ElementType { float32, float64, int32, int64 };
+std::size_t element_size(ElementType);
+std::string_view element_type_name(ElementType);
+
+/// An expression over parameters and shape variables, compiled once
+/// (muParser).  Supports + - * / % ^, comparisons, && || !, ?:, and the
+/// functions min max ceil floor sqrt abs.  Booleans are 0/1.
+class Expression {
+ public:
+  Expression();
+  ~Expression();
+  Expression(const Expression&);
+  Expression& operator=(const Expression&);
+  Expression(Expression&&) noexcept;
+  Expression& operator=(Expression&&) noexcept;
+
+  const std::string& text() const;
+  const SourceLocation& where() const;
+  /// Names of the variables the expression reads.
+  const std::vector<std::string>& variables() const;
+
+  class Impl;
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend class SearchSpace;
+};
+
+enum class ArgumentRole { input, output, scalar };
+
+/// One kernel argument, in launch order.
+struct Argument {
+  std::string name;
+  ElementType type = ElementType::float32;
+  ArgumentRole role = ArgumentRole::input;
+  std::vector<Expression> shape;   // buffers: extent of each dimension
+  std::optional<Expression> value; // scalars: the value
+  SourceLocation where;
+};
+
+/// Grid, block (x, y, z) and dynamic shared memory in bytes.
+struct LaunchGeometry {
+  std::int64_t grid[3] = {1, 1, 1};
+  std::int64_t block[3] = {1, 1, 1};
+  std::int64_t shared_bytes = 0;
+};
+
+/// A kernel's source file (resolved relative to the space file), entry point
+/// and launch geometry expressions.
+struct KernelSource {
+  std::filesystem::path path;
+  std::string entry;
+  Expression grid[3];
+  Expression block[3];
+  Expression shared_bytes;
+  SourceLocation where;
+};
+
+struct Tolerance {
+  double relative_l2 = 1e-5;
+  std::optional<double> max_abs;  // unset: not checked
+};
+
+/// A fully evaluated argument for one shape.
+struct BoundArgument {
+  const Argument* argument = nullptr;
+  std::vector<std::int64_t> extents;  // buffers
+  std::int64_t element_count = 0;     // buffers: product of extents
+  double scalar = 0.0;                // scalars
+};
+
+/// Outcome of checking a config against a shape: valid, or the first
+/// constraint (text and location) that rejects it.  A value, not an exception.
+struct Validity {
+  bool valid = true;
+  std::string failed_constraint;
+  SourceLocation where;
+  explicit operator bool() const { return valid; }
+};
+
+class SearchSpace {
+ public:
+  /// Reads and checks a space file.  Throws InputError (with file:line:col)
+  /// for anything malformed; EnvironmentError if the file cannot be read.
+  static SearchSpace load(const std::filesystem::path& file);
+  /// Same, from text; `file_name` is used in messages and `base_dir` to
+  /// resolve the template paths.
+  static SearchSpace parse(std::string_view text, const std::string& file_name,
+                           const std::filesystem::path& base_dir);
+
+  SearchSpace(SearchSpace&&) noexcept;
+  SearchSpace& operator=(SearchSpace&&) noexcept;
+  SearchSpace(const SearchSpace&);  // deep copy (expressions recompiled)
+  ~SearchSpace();
+
+  // ---- what the file says ------------------------------------------------
+  const std::string& kernel_name() const;
+  const std::string& file_name() const;
+  const std::string& text() const;  // the file's bytes, as read
+  const KernelSource& kernel() const;
+  const KernelSource& reference() const;
+  const std::vector<std::string>& shape_variables() const;
+  /// The shape variables compiled into the kernel as constants.
+  const std::vector<std::string>& compiled_shape_variables() const;
+  const std::vector<Shape>& default_shapes() const;
+  const std::vector<Argument>& arguments() const;
+  const std::vector<Parameter>& parameters() const;
+  const std::vector<Expression>& constraints() const;
+  const Tolerance& tolerance() const;
+  /// The space's default config (the `default:` map).
+  const Config& default_config() const;
+
+  // ---- shapes and configs as text ----------------------------------------
+  /// "B=2,T=32,H=4,D=16,R=24" (any order, all variables required, positive).
+  /// Throws InputError naming the missing/unknown variable.
+  Shape parse_shape(std::string_view text) const;
+  /// Canonical form, in declaration order: "B=2,T=32,H=4,D=16,R=24".
+  std::string shape_string(const Shape&) const;
+  /// "ALGORITHM=absorbed,THREADS_PER_QUERY=4,..." (all parameters required).
+  Config parse_config(std::string_view text) const;
+  std::string config_string(const Config&) const;
+
+  // ---- enumeration (lazy) --------------------------------------------------
+  /// Product of the value counts (saturates at UINT64_MAX).
+  std::uint64_t raw_count() const;
+  /// Number of configs that satisfy every constraint for `shape`.
+  std::uint64_t count(const Shape& shape) const;
+  /// Calls `visit` for each valid config in lexicographic order of choice
+  /// indices; stops early when `visit` returns false.
+  void for_each_valid(const Shape& shape, const std::function<bool(const Config&)>& visit) const;
+  /// A valid config drawn uniformly at random among all valid configs;
+  /// nullopt when there is none.
+  std::optional<Config> sample(const Shape& shape, std::mt19937_64& rng) const;
+  /// The constraint that removes the most configs for `shape` (for the
+  /// "no valid config" message); empty when there are no constraints.
+  std::string most_restrictive_constraint(const Shape& shape) const;
+
+  // ---- evaluation of one config at one shape ---------------------------------
+  Validity check(const Config& config, const Shape& shape) const;
+  LaunchGeometry geometry(const Config& config, const Shape& shape) const;
+  LaunchGeometry reference_geometry(const Shape& shape) const;
+  /// Preprocessor definitions for the compiler: every parameter as NAME=value
+  /// (named values also as NAME_<value>=index) and every compiled shape variable
+  /// as SHAPE_<NAME>=value.  Sorted by name, so equal configs give equal lists.
+  std::vector<std::pair<std::string, std::string>> definitions(const Config& config,
+                                                               const Shape& shape) const;
+  std::vector<std::pair<std::string, std::string>> reference_definitions(const Shape& shape) const;
+  /// Arguments with their shapes and scalar values evaluated for `shape`.
+  std::vector<BoundArgument> bind_arguments(const Shape& shape) const;
+
+  /// Evaluates any expression of this space (one of its own) for a config
+  /// and shape; config may be empty when the expression uses no parameter.
+  double evaluate(const Expression& expr, const Config* config, const Shape& shape) const;
+
+  class Impl;
+ private:
+  SearchSpace();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mlatune
