@@ -131,6 +131,8 @@ struct Validity {
   explicit operator bool() const { return valid; }
 };
 
+/// Thread safety: a SearchSpace is immutable after load; every const member
+/// function may be called from many threads at once.
 class SearchSpace {
  public:
   /// Reads and checks a space file.  Throws InputError (with file:line:col)
@@ -162,6 +164,19 @@ class SearchSpace {
   const Tolerance& tolerance() const;
   /// The space's default config (the `default:` map).
   const Config& default_config() const;
+
+  // ---- versions: what a stored result depends on -----------------------------
+  /// Text of the kernel / reference template, read at load time (from disk,
+  /// else the copy embedded in the binary: see tuner/embedded.h).
+  const std::string& template_text() const;
+  const std::string& reference_text() const;
+  /// content_hash of the kernel template text.
+  std::string template_hash() const;
+  /// Hash of everything in the file that determines results, in canonical
+  /// form: parameters and values, constraints, launch and reference geometry,
+  /// arguments, compiled shape variables, tolerance.  Comments, layout and the
+  /// default shapes do not change it.
+  std::string definition_hash() const;
 
   // ---- shapes and configs as text ----------------------------------------
   /// "B=2,T=32,H=4,D=16,R=24" (any order, all variables required, positive).
