@@ -1,6 +1,7 @@
 #include "tuner/space_edit.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -11,8 +12,6 @@
 #include <optional>
 #include <stdexcept>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "tuner/error.h"
 
@@ -43,8 +42,7 @@ class SpaceText {
     }
     body_ = text;
     std::size_t first_newline = body_.find('\n');
-    newline_ = (first_newline != std::string_view::npos && first_newline > 0 &&
-                body_[first_newline - 1] == '\r')
+    newline_ = (first_newline != std::string_view::npos && first_newline > 0 && body_[first_newline - 1] == '\r')
                    ? "\r\n"
                    : "\n";
     try {
@@ -79,9 +77,8 @@ class SpaceText {
   /// Applies non-overlapping splices and restores what the edit must not
   /// change: the byte order mark and the absence of a final newline.
   std::string apply(std::vector<Splice> splices) const {
-    std::sort(splices.begin(), splices.end(), [](const Splice& a, const Splice& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
+    std::sort(splices.begin(), splices.end(),
+              [](const Splice& a, const Splice& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
     std::string out = bom_;
     std::size_t copied = 0;
     for (const Splice& s : splices) {
@@ -157,8 +154,7 @@ std::size_t plain_end_in_flow(std::string_view t, std::size_t pos) {
     const char c = t[i];
     if (is_flow_indicator(c)) break;
     if (c == '#' && i > pos && (is_blank(t[i - 1]) || is_newline(t[i - 1]))) break;
-    if (c == ':' && (i + 1 == t.size() || is_blank(t[i + 1]) || is_newline(t[i + 1]) ||
-                     is_flow_indicator(t[i + 1]))) {
+    if (c == ':' && (i + 1 == t.size() || is_blank(t[i + 1]) || is_newline(t[i + 1]) || is_flow_indicator(t[i + 1]))) {
       break;
     }
     if (!is_blank(c) && !is_newline(c)) end = i + 1;
@@ -275,9 +271,9 @@ ListText locate_list(const SpaceText& doc, const YAML::Node& seq, const std::str
       bool dash_alone = dash > 0 && t[dash - 1] == '-';
       for (std::size_t k = item.line_start; dash_alone && k + 1 < dash; ++k) dash_alone = t[k] == ' ';
       if (!dash_alone) {
-        throw InputError(doc.at(item.mark),
-                         fmt::format("an item of {} is not on its own '- value' line; expected one item per line",
-                                     what));
+        throw InputError(
+            doc.at(item.mark),
+            fmt::format("an item of {} is not on its own '- value' line; expected one item per line", what));
       }
       dash_column = dash - 1 - item.line_start;
     }
@@ -297,9 +293,9 @@ ListText locate_list(const SpaceText& doc, const YAML::Node& seq, const std::str
       std::size_t k = item.end;
       while (k < t.size() && is_blank(t[k])) ++k;
       if (k < t.size() && !is_newline(t[k]) && t[k] != '#') {
-        throw InputError(doc.at(item.mark),
-                         fmt::format("unexpected text after the value '{}' of {}; expected one item per line",
-                                     item.value, what));
+        throw InputError(
+            doc.at(item.mark),
+            fmt::format("unexpected text after the value '{}' of {}; expected one item per line", item.value, what));
       }
     }
     previous_end = item.end;
@@ -347,8 +343,8 @@ std::vector<Splice> plan_list_edit(const SpaceText& doc, const ListText& list, c
   std::vector<std::vector<std::size_t>> common(n + 1, std::vector<std::size_t>(m + 1, 0));
   for (std::size_t i = n; i-- > 0;) {
     for (std::size_t j = m; j-- > 0;) {
-      common[i][j] = items[i].value == wanted[j].value ? common[i + 1][j + 1] + 1
-                                                       : std::max(common[i + 1][j], common[i][j + 1]);
+      common[i][j] =
+          items[i].value == wanted[j].value ? common[i + 1][j + 1] + 1 : std::max(common[i + 1][j], common[i][j + 1]);
     }
   }
 
@@ -379,10 +375,12 @@ std::vector<Splice> plan_list_edit(const SpaceText& doc, const ListText& list, c
         splices.push_back({items[n - 1].end, items[n - 1].end, sep + join(values, 0, sep)});
       }
     } else {
-      const ListItem& model = items[std::min(p, n - 1)];
+      // New lines go right after the item they follow: comment lines above
+      // the next item usually describe that item and stay with it.
+      const ListItem& model = items[p > 0 ? p - 1 : 0];
       std::string prefix(t.substr(model.line_start, model.begin - model.line_start));
       std::string lines;
-      if (p < n) {
+      if (p == 0) {
         for (const NewItem& v : values) lines += prefix + v.text + doc.newline();
         splices.push_back({model.line_start, model.line_start, lines});
       } else {
@@ -471,17 +469,18 @@ ParameterList find_parameter(const SpaceText& doc, const std::string& parameter)
     if (!it->first.IsScalar()) continue;
     if (it->first.Scalar() == parameter) {
       if (!it->second.IsSequence()) {
-        throw InputError(doc.at(it->first.Mark()),
-                         fmt::format("parameter '{}' has no list of values; expected '{}: [v1, v2, ...]'",
-                                     parameter, parameter));
+        throw InputError(
+            doc.at(it->first.Mark()),
+            fmt::format("parameter '{}' has no list of values; expected '{}: [v1, v2, ...]'", parameter, parameter));
       }
       return {it->first, locate_list(doc, it->second, fmt::format("parameter '{}'", parameter))};
     }
     names.push_back(it->first.Scalar());
   }
-  throw InputError(doc.at(parameters_key.Mark()),
-                   fmt::format("unknown parameter '{}'; expected one of: {}", parameter,
-                               names.empty() ? std::string("(none declared)") : fmt::format("{}", fmt::join(names, ", "))));
+  throw InputError(
+      doc.at(parameters_key.Mark()),
+      fmt::format("unknown parameter '{}'; expected one of: {}", parameter,
+                  names.empty() ? std::string("(none declared)") : fmt::format("{}", fmt::join(names, ", "))));
 }
 
 std::string list_values(const ListText& list) {
@@ -567,11 +566,21 @@ std::string double_quoted(const std::string& value) {
   std::string out = "\"";
   for (unsigned char c : value) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           out += fmt::format("\\x{:02x}", c);
@@ -643,8 +652,8 @@ std::string edit_set_values(std::string_view text, const std::string& file_name,
                             const std::vector<std::string>& values) {
   const SpaceText doc(text, file_name);
   if (values.empty()) {
-    find_parameter(doc, parameter);
-    throw InputError(fmt::format("no values given for parameter '{}'; expected at least one value", parameter));
+    throw InputError(doc.at(find_parameter(doc, parameter).list.mark),
+                     fmt::format("no values given for parameter '{}'; expected at least one value", parameter));
   }
   std::vector<NewItem> wanted;
   for (const std::string& v : values) wanted.push_back({v, scalar_of(v)});
@@ -659,8 +668,8 @@ std::string edit_add_value(std::string_view text, const std::string& file_name, 
   for (const ListItem& item : found.list.items) {
     if (item.value == parsed) {
       throw InputError(doc.at(item.mark),
-                       fmt::format("parameter '{}' already has the value '{}'; expected a value not in [{}]",
-                                   parameter, parsed, list_values(found.list)));
+                       fmt::format("parameter '{}' already has the value '{}'; expected a value not in [{}]", parameter,
+                                   parsed, list_values(found.list)));
     }
   }
   std::vector<NewItem> wanted = current_items(found.list, doc.body());
@@ -720,8 +729,8 @@ std::string edit_add_constraint(std::string_view text, const std::string& file_n
   const std::string compact = without_whitespace(e);
   for (const ListItem& item : list.items) {
     if (without_whitespace(item.value) == compact) {
-      throw InputError(doc.at(item.mark), fmt::format("the constraint '{}' is already there; expected a new constraint",
-                                                      item.value));
+      throw InputError(doc.at(item.mark),
+                       fmt::format("the constraint '{}' is already there; expected a new constraint", item.value));
     }
   }
   std::vector<NewItem> wanted = current_items(list, t);
@@ -729,14 +738,14 @@ std::string edit_add_constraint(std::string_view text, const std::string& file_n
   return doc.apply(plan_list_edit(doc, list, wanted));
 }
 
-std::string edit_remove_constraint(std::string_view text, const std::string& file_name,
-                                   const std::string& expression) {
+std::string edit_remove_constraint(std::string_view text, const std::string& file_name, const std::string& expression) {
   const SpaceText doc(text, file_name);
   const std::string e = checked_expression(expression);
   auto constraints = doc.top_level("constraints");
   if (!constraints) {
-    throw InputError(SourceLocation{doc.file()},
-                     fmt::format("no constraint '{}': the file has no 'constraints:' list; expected one of: (none)", e));
+    throw InputError(
+        SourceLocation{doc.file()},
+        fmt::format("no constraint '{}': the file has no 'constraints:' list; expected one of: (none)", e));
   }
   const auto& [key, value] = *constraints;
   if (value.IsNull()) {
@@ -810,7 +819,8 @@ class TemporaryFile {
     if (::close(fd) != 0) throw_system_error("close", path_, errno);
   }
   void rename_to(const std::filesystem::path& target) {
-    if (::rename(path_.c_str(), target.c_str()) != 0) throw_system_error("rename to '" + target.string() + "'", path_, errno);
+    if (::rename(path_.c_str(), target.c_str()) != 0)
+      throw_system_error("rename to '" + target.string() + "'", path_, errno);
     renamed_ = true;
   }
 
