@@ -32,7 +32,8 @@ struct CompilePoolStats {
   std::uint64_t external_hits = 0;    // answered by BinaryCacheHooks::lookup
 };
 
-/// The pool.  Thread-safe: submit() may be called from any thread.
+/// The pool.  Thread-safe: submit() may be called from any thread.  The
+/// compiler and the hooks must outlive the pool.
 class CompilePool {
  public:
   /// `threads` == 0 means one per core (std::thread::hardware_concurrency()).
