@@ -1,0 +1,154 @@
+#include "tuner/compiler.h"
+
+#include <filesystem>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "tuner/embedded.h"
+#include "tuner/error.h"
+
+namespace mlatune {
+namespace {
+
+std::string test_template(const std::string& name) {
+  return load_text_file(std::filesystem::path(MLATUNE_TEST_DATA_DIR) / "templates" / name).text;
+}
+
+CompileRequest small_request(int scale = 3) {
+  CompileRequest request;
+  request.source = test_template("small.cu");
+  request.source_name = "small.cu";
+  request.entry = "scale_vector";
+  request.arch = "sm_90";
+  request.definitions = {{"SCALE", std::to_string(scale)}};
+  request.config = "SCALE=" + std::to_string(scale);
+  return request;
+}
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+TEST(Compiler, SmallKernelGivesCubinAndResourceReport) {
+  Compiler compiler;
+  CompileResult result = compiler.compile(small_request());
+  ASSERT_TRUE(result.ok()) << result.failure().message;
+  const CompiledBinary& binary = result.binary();
+  ASSERT_GE(binary.cubin.size(), 4u);
+  EXPECT_EQ(binary.cubin.substr(0, 4), std::string("\x7f" "ELF"));
+  EXPECT_GT(binary.usage.registers, 0);
+  EXPECT_FALSE(binary.usage.spills());
+  EXPECT_EQ(binary.usage.stack_frame_bytes, 0);
+  EXPECT_EQ(binary.arch, "sm_90");
+  EXPECT_EQ(binary.entry, "scale_vector");
+  EXPECT_TRUE(contains(binary.options, "--gpu-architecture=sm_90"));
+  EXPECT_TRUE(contains(binary.options, "-DSCALE=3"));
+  EXPECT_TRUE(contains(binary.options, "--ptxas-options=-v"));
+  EXPECT_NE(binary.log.find("Compiling entry function 'scale_vector'"), std::string::npos);
+  EXPECT_GT(binary.compile_seconds, 0.0);
+  EXPECT_TRUE(std::regex_match(binary.key.hash, std::regex("[0-9a-f]{32}")));
+}
+
+TEST(Compiler, RuntimeIndexedLocalArrayIsFlagged) {
+  CompileRequest request;
+  request.source = test_template("local_array.cu");
+  request.source_name = "local_array.cu";
+  request.entry = "gather_local";
+  request.arch = "sm_90";
+  request.definitions = {{"LOCAL_SIZE", "512"}};
+  Compiler compiler;
+  CompileResult result = compiler.compile(request);
+  ASSERT_TRUE(result.ok()) << result.failure().message;
+  const ResourceUsage& usage = result.binary().usage;
+  // 512 floats indexed at run time cannot be registers: ptxas gives them a frame.
+  EXPECT_GE(usage.stack_frame_bytes, 512 * 4);
+  EXPECT_TRUE(usage.spills());
+}
+
+TEST(Compiler, SyntaxErrorIsAValueWithLogConfigAndOptions) {
+  CompileRequest request;
+  request.source = test_template("broken.cu");
+  request.source_name = "broken.cu";
+  request.entry = "broken_kernel";
+  request.arch = "sm_90";
+  request.definitions = {{"BROKEN_FACTOR", "2"}};
+  request.config = "BROKEN_FACTOR=2";
+  Compiler compiler;
+  CompileResult result = compiler.compile(request);
+  ASSERT_FALSE(result.ok());
+  const CompileFailure& failure = result.failure();
+  EXPECT_NE(failure.log.find("error: expected an expression"), std::string::npos) << failure.log;
+  EXPECT_NE(failure.log.find("broken.cu(4)"), std::string::npos) << failure.log;
+  EXPECT_NE(failure.message.find("config BROKEN_FACTOR=2"), std::string::npos) << failure.message;
+  EXPECT_NE(failure.message.find("--gpu-architecture=sm_90"), std::string::npos);
+  EXPECT_NE(failure.message.find("-DBROKEN_FACTOR=2"), std::string::npos);
+  EXPECT_NE(failure.message.find(failure.log), std::string::npos);
+  EXPECT_TRUE(contains(failure.options, "-DBROKEN_FACTOR=2"));
+  EXPECT_THROW(result.binary(), std::logic_error);
+}
+
+TEST(Compiler, MissingDefinitionIsACompileFailure) {
+  CompileRequest request = small_request();
+  request.definitions.clear();
+  CompileResult result = Compiler().compile(request);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.log().find("SCALE must be defined"), std::string::npos) << result.log();
+}
+
+TEST(Compiler, EntryNotInTheCodeIsAFailure) {
+  CompileRequest request = small_request();
+  request.entry = "no_such_kernel";
+  CompileResult result = Compiler().compile(request);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.failure().message.find("'no_such_kernel' not found"), std::string::npos);
+  EXPECT_NE(result.failure().message.find("scale_vector"), std::string::npos);
+}
+
+TEST(Compiler, UnknownOptionIsAFailureNotACrash) {
+  CompileRequest request = small_request();
+  request.extra_options = {"--no-such-option"};
+  CompileResult result = Compiler().compile(request);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.failure().message.find("--no-such-option"), std::string::npos);
+}
+
+TEST(Compiler, KeyIgnoresOptionOrderButNotContent) {
+  Compiler compiler;
+  CompileRequest a = small_request();
+  a.definitions = {{"SCALE", "3"}, {"OTHER", "1"}};
+  CompileRequest b = a;
+  b.definitions = {{"OTHER", "1"}, {"SCALE", "3"}};
+  b.config = "written differently";  // messages only
+  EXPECT_EQ(compiler.key(a), compiler.key(b));
+
+  CompileRequest changed_text = a;
+  changed_text.source += "\n// an edit\n";
+  EXPECT_NE(compiler.key(a), compiler.key(changed_text));
+
+  CompileRequest changed_value = a;
+  changed_value.definitions[0].second = "4";
+  EXPECT_NE(compiler.key(a), compiler.key(changed_value));
+
+  CompileRequest changed_arch = a;
+  changed_arch.arch = "sm_80";
+  EXPECT_NE(compiler.key(a), compiler.key(changed_arch));
+}
+
+TEST(Compiler, ArchitecturesAreCheckedAgainstNvrtc) {
+  EXPECT_EQ(parse_architecture("sm_90"), "sm_90");
+  EXPECT_EQ(parse_architecture("90"), "sm_90");
+  EXPECT_EQ(parse_architecture("sm_90a"), "sm_90a");
+  EXPECT_THROW(parse_architecture("sm_9x"), InputError);
+  EXPECT_THROW(parse_architecture("hopper"), InputError);
+  EXPECT_THROW(parse_architecture("sm_10"), InputError);  // no such GPU
+  EXPECT_TRUE(contains(supported_architectures(), "sm_90"));
+}
+
+TEST(Compiler, ReportsItsNvrtcVersion) {
+  EXPECT_TRUE(std::regex_match(nvrtc_version(), std::regex("[0-9]+\\.[0-9]+")));
+  EXPECT_EQ(Compiler().version(), nvrtc_version());
+}
+
+}  // namespace
+}  // namespace mlatune

@@ -1,0 +1,134 @@
+#include "tuner/compile_pool.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tuner/error.h"
+
+namespace mlatune {
+
+struct CompilePool::State {
+  struct Job {
+    CompileRequest request;
+    BinaryKey key;
+    std::promise<CompileResult> promise;
+  };
+
+  const Compiler& compiler;
+  BinaryCacheHooks hooks;
+
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<Job> queue;
+  // Finished and in-flight results alike: a duplicate submitted while the
+  // first is compiling gets the same shared_future and so waits for it.
+  std::map<BinaryKey, std::shared_future<CompileResult>> results;
+  CompilePoolStats stats;
+  bool stopping = false;
+  std::vector<std::thread> workers;
+
+  State(const Compiler& c, BinaryCacheHooks h) : compiler(c), hooks(std::move(h)) {}
+
+  void work() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mutex);
+        wake.wait(lock, [&] { return stopping || !queue.empty(); });
+        if (stopping) return;
+        job = std::move(queue.front());
+        queue.pop_front();
+      }
+      run(job);
+    }
+  }
+
+  void run(Job& job) {
+    try {
+      if (hooks.lookup) {
+        if (std::optional<CompiledBinary> found = hooks.lookup(job.key)) {
+          {
+            std::lock_guard lock(mutex);
+            ++stats.external_hits;
+          }
+          job.promise.set_value(CompileResult(std::move(*found)));
+          return;
+        }
+      }
+      {
+        std::lock_guard lock(mutex);
+        ++stats.compiled;
+      }
+      CompileResult result = compiler.compile(job.request);
+      if (result.ok() && hooks.store) hooks.store(result.binary());
+      job.promise.set_value(std::move(result));
+    } catch (...) {
+      // Not cached: an environment failure may be transient, so a later
+      // identical request tries again.
+      {
+        std::lock_guard lock(mutex);
+        results.erase(job.key);
+      }
+      job.promise.set_exception(std::current_exception());
+    }
+  }
+};
+
+CompilePool::CompilePool(const Compiler& compiler, unsigned threads, BinaryCacheHooks hooks)
+    : state_(std::make_unique<State>(compiler, std::move(hooks))) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  state_->workers.reserve(threads);
+  try {
+    for (unsigned i = 0; i < threads; ++i) state_->workers.emplace_back([s = state_.get()] { s->work(); });
+  } catch (const std::system_error& e) {
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->stopping = true;
+    }
+    state_->wake.notify_all();
+    for (std::thread& t : state_->workers) t.join();
+    throw EnvironmentError(std::string("cannot start compile threads: ") + e.what());
+  }
+}
+
+CompilePool::~CompilePool() {
+  std::deque<State::Job> abandoned;
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+    abandoned.swap(state_->queue);
+  }
+  state_->wake.notify_all();
+  for (std::thread& t : state_->workers) t.join();
+  for (State::Job& job : abandoned)
+    job.promise.set_exception(
+        std::make_exception_ptr(EnvironmentError("compile pool shut down before this request ran")));
+}
+
+std::shared_future<CompileResult> CompilePool::submit(CompileRequest request) {
+  BinaryKey key = state_->compiler.key(request);
+  std::lock_guard lock(state_->mutex);
+  ++state_->stats.submitted;
+  if (auto it = state_->results.find(key); it != state_->results.end()) {
+    ++state_->stats.memory_hits;
+    return it->second;
+  }
+  State::Job job{std::move(request), key, {}};
+  std::shared_future<CompileResult> future = job.promise.get_future().share();
+  state_->results.emplace(std::move(key), future);
+  state_->queue.push_back(std::move(job));
+  state_->wake.notify_one();
+  return future;
+}
+
+unsigned CompilePool::threads() const { return static_cast<unsigned>(state_->workers.size()); }
+
+CompilePoolStats CompilePool::stats() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stats;
+}
+
+}  // namespace mlatune

@@ -1,0 +1,59 @@
+// A fixed pool of threads that compiles requests in parallel, with an
+// in-memory cache of results keyed by BinaryKey: identical work is compiled
+// once, even when the duplicates are submitted at the same time (the second
+// submitter waits on the first one's result).  An optional external cache
+// (the SQLite store, later) is consulted before compiling and told about
+// every new binary.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "tuner/compiler.h"
+
+namespace mlatune {
+
+/// A second-level binary cache the pool consults (e.g. a database).  Either
+/// function may be empty.  Both are called from the pool's threads, possibly
+/// concurrently; they must be thread-safe.  Failures are not stored.
+struct BinaryCacheHooks {
+  std::function<std::optional<CompiledBinary>(const BinaryKey&)> lookup;
+  std::function<void(const CompiledBinary&)> store;
+};
+
+/// Counts of what the pool did since it was made.
+struct CompilePoolStats {
+  std::uint64_t submitted = 0;
+  std::uint64_t compiled = 0;         // NVRTC actually ran
+  std::uint64_t memory_hits = 0;      // answered by a finished or in-flight identical request
+  std::uint64_t external_hits = 0;    // answered by BinaryCacheHooks::lookup
+};
+
+/// The pool.  Thread-safe: submit() may be called from any thread.  The
+/// compiler and the hooks must outlive the pool.
+class CompilePool {
+ public:
+  /// `threads` == 0 means one per core (std::thread::hardware_concurrency()).
+  explicit CompilePool(const Compiler& compiler, unsigned threads = 0, BinaryCacheHooks hooks = {});
+  /// Finishes the compilations already running; requests still queued get an
+  /// EnvironmentError ("compile pool shut down") in their futures.
+  ~CompilePool();
+  CompilePool(const CompilePool&) = delete;
+  CompilePool& operator=(const CompilePool&) = delete;
+
+  /// Queues a request (or finds its result).  The future holds the result,
+  /// or an EnvironmentError when NVRTC itself failed.
+  std::shared_future<CompileResult> submit(CompileRequest request);
+
+  unsigned threads() const;
+  CompilePoolStats stats() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mlatune

@@ -1,0 +1,241 @@
+#include "tuner/compiler.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nvrtc.h>
+
+#include "tuner/error.h"
+#include "tuner/hash.h"
+
+namespace mlatune {
+namespace {
+
+// Every NVRTC call other than the compilation itself goes through here: a
+// failure is the environment's (memory, a broken install), not the template's.
+void check(nvrtcResult result, const char* call, std::string_view context) {
+  if (result != NVRTC_SUCCESS)
+    throw EnvironmentError(fmt::format("{} failed: {} ({}) while compiling {}", call,
+                                       nvrtcGetErrorString(result), static_cast<int>(result),
+                                       context));
+}
+
+/// Owns one nvrtcProgram.
+class Program {
+ public:
+  Program(const std::string& source, const std::string& name) {
+    check(nvrtcCreateProgram(&handle_, source.c_str(), name.c_str(), 0, nullptr, nullptr),
+          "nvrtcCreateProgram", name);
+  }
+  Program(Program&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  Program& operator=(Program&& other) noexcept {
+    if (this != &other) {
+      reset();
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  ~Program() { reset(); }
+
+  nvrtcProgram get() const { return handle_; }
+
+ private:
+  void reset() noexcept {
+    // A failing destroy leaks one program; there is nothing better to do in
+    // a destructor, which must not throw.
+    if (handle_) (void)nvrtcDestroyProgram(&handle_);
+    handle_ = nullptr;
+  }
+  nvrtcProgram handle_ = nullptr;
+};
+
+std::string program_log(nvrtcProgram program, std::string_view context) {
+  std::size_t size = 0;
+  check(nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize", context);
+  std::string log(size, '\0');
+  if (size > 0) check(nvrtcGetProgramLog(program, log.data()), "nvrtcGetProgramLog", context);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+std::string program_cubin(nvrtcProgram program, std::string_view context) {
+  std::size_t size = 0;
+  check(nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize", context);
+  std::string cubin(size, '\0');
+  if (size > 0) check(nvrtcGetCUBIN(program, cubin.data()), "nvrtcGetCUBIN", context);
+  return cubin;
+}
+
+std::string describe(const CompileRequest& request) {
+  return fmt::format("{} (entry {}, config {}, {})", request.source_name, request.entry,
+                     request.config.empty() ? "<none>" : request.config, request.arch);
+}
+
+int arch_number(std::string_view canonical) {
+  // canonical is "sm_<digits>[a|f]"
+  int value = 0;
+  for (char c : canonical.substr(3))
+    if (std::isdigit(static_cast<unsigned char>(c))) value = value * 10 + (c - '0');
+  return value;
+}
+
+}  // namespace
+
+const CompiledBinary& CompileResult::binary() const {
+  if (auto* b = std::get_if<CompiledBinary>(&value_)) return *b;
+  throw std::logic_error("CompileResult::binary() on a failed compilation: " +
+                         std::get<CompileFailure>(value_).message);
+}
+
+const CompileFailure& CompileResult::failure() const {
+  if (auto* f = std::get_if<CompileFailure>(&value_)) return *f;
+  throw std::logic_error("CompileResult::failure() on a successful compilation");
+}
+
+const BinaryKey& CompileResult::key() const {
+  return ok() ? binary().key : failure().key;
+}
+const std::vector<std::string>& CompileResult::options() const {
+  return ok() ? binary().options : failure().options;
+}
+const std::string& CompileResult::log() const { return ok() ? binary().log : failure().log; }
+double CompileResult::compile_seconds() const {
+  return ok() ? binary().compile_seconds : failure().compile_seconds;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  check(nvrtcVersion(&major, &minor), "nvrtcVersion", "(version query)");
+  return fmt::format("{}.{}", major, minor);
+}
+
+std::vector<std::string> supported_architectures() {
+  int count = 0;
+  check(nvrtcGetNumSupportedArchs(&count), "nvrtcGetNumSupportedArchs", "(architecture query)");
+  std::vector<int> numbers(static_cast<std::size_t>(count));
+  if (count > 0)
+    check(nvrtcGetSupportedArchs(numbers.data()), "nvrtcGetSupportedArchs", "(architecture query)");
+  std::vector<std::string> names;
+  for (int n : numbers) names.push_back(fmt::format("sm_{}", n));
+  return names;
+}
+
+std::string parse_architecture(std::string_view text) {
+  std::string_view digits = text;
+  if (digits.starts_with("sm_")) digits.remove_prefix(3);
+  std::string suffix;
+  if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) {
+    suffix = digits.back();
+    digits.remove_suffix(1);
+  }
+  bool well_formed = !digits.empty() && digits.size() <= 4 &&
+                     std::all_of(digits.begin(), digits.end(),
+                                 [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  std::vector<std::string> supported = supported_architectures();
+  if (!well_formed)
+    throw InputError(fmt::format("'{}' is not a GPU architecture; expected sm_<number> such as {}",
+                                 text, supported.empty() ? "sm_90" : supported.back()));
+  std::string canonical = fmt::format("sm_{}{}", digits, suffix);
+  int number = arch_number(canonical);
+  bool known = std::any_of(supported.begin(), supported.end(),
+                           [&](const std::string& s) { return arch_number(s) == number; });
+  if (!known)
+    throw InputError(fmt::format("NVRTC {} cannot compile for {}; it supports {}", nvrtc_version(),
+                                 canonical, fmt::join(supported, ", ")));
+  return canonical;
+}
+
+Compiler::Compiler() : version_(nvrtc_version()) {}
+
+std::vector<std::string> Compiler::options(const CompileRequest& request) const {
+  std::vector<std::string> options = {
+      "--gpu-architecture=" + request.arch,
+      "--std=c++17",
+      // The resource report (registers, spills, shared memory) comes from here.
+      "--ptxas-options=-v",
+      // Line tables let a profiler map time to template lines; code is unchanged.
+      "-lineinfo",
+  };
+  for (const auto& [name, value] : request.definitions)
+    options.push_back(fmt::format("-D{}={}", name, value));
+  options.insert(options.end(), request.extra_options.begin(), request.extra_options.end());
+  return options;
+}
+
+BinaryKey Compiler::key(const CompileRequest& request) const {
+  // Sorted, so that the order in which definitions were listed does not
+  // matter; each option is length-prefixed by content_hash's framing below.
+  std::vector<std::string> sorted = options(request);
+  std::sort(sorted.begin(), sorted.end());
+  std::string joined;
+  for (const std::string& option : sorted) {
+    joined += fmt::format("{}:", option.size());
+    joined += option;
+  }
+  return BinaryKey{content_hash({request.source, joined, version_, request.arch, request.entry})};
+}
+
+CompileResult Compiler::compile(const CompileRequest& request) const {
+  const std::string context = describe(request);
+  const std::vector<std::string> opts = options(request);
+  BinaryKey binary_key = key(request);
+  std::vector<const char*> argv;
+  argv.reserve(opts.size());
+  for (const std::string& o : opts) argv.push_back(o.c_str());
+
+  auto start = std::chrono::steady_clock::now();
+  Program program(request.source, request.source_name.empty() ? "kernel.cu" : request.source_name);
+  nvrtcResult result =
+      nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  auto failure = [&](std::string log, std::string why) {
+    CompileFailure f;
+    f.key = binary_key;
+    f.log = std::move(log);
+    f.options = opts;
+    f.compile_seconds = seconds;
+    f.message = fmt::format("compiling {} failed: {}\noptions: {}\n{}", context, why,
+                            fmt::join(opts, " "), f.log);
+    return CompileResult(std::move(f));
+  };
+
+  // A compilation error or an option NVRTC rejects comes from the request:
+  // report it as a value.  Anything else is the environment's failure.
+  if (result == NVRTC_ERROR_COMPILATION || result == NVRTC_ERROR_INVALID_OPTION)
+    return failure(program_log(program.get(), context),
+                   nvrtcGetErrorString(result));
+  check(result, "nvrtcCompileProgram", context);
+
+  std::string log = program_log(program.get(), context);
+  std::optional<ResourceUsage> usage = find_resource_usage(log, request.entry);
+  if (!usage) {
+    std::vector<std::string> entries;
+    for (const auto& [name, _] : parse_ptxas_report(log)) entries.push_back(name);
+    return failure(std::move(log),
+                   fmt::format("entry function '{}' not found in the compiled code (functions "
+                               "compiled: {}); is it declared extern \"C\" __global__?",
+                               request.entry,
+                               entries.empty() ? "none" : fmt::format("{}", fmt::join(entries, ", "))));
+  }
+
+  CompiledBinary binary;
+  binary.key = std::move(binary_key);
+  binary.cubin = program_cubin(program.get(), context);
+  binary.usage = *usage;
+  binary.options = opts;
+  binary.log = std::move(log);
+  binary.compile_seconds = seconds;
+  binary.arch = request.arch;
+  binary.entry = request.entry;
+  return CompileResult(std::move(binary));
+}
+
+}  // namespace mlatune

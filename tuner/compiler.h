@@ -1,0 +1,116 @@
+// The NVRTC compiler: turns a kernel template plus one config's definitions
+// into a cubin for an explicit GPU architecture, with the ptxas resource
+// report.  Needs no GPU.  A template that does not compile is a value (a
+// CompileFailure carrying the NVRTC log), not an exception: one broken config
+// must not stop a sweep.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tuner/resource_usage.h"
+
+namespace mlatune {
+
+/// Everything that determines one compilation.
+struct CompileRequest {
+  std::string source;       // the template text
+  std::string source_name;  // shown in NVRTC messages, e.g. "fused_mla_attention.cu"
+  std::string entry;        // the extern "C" __global__ function to report on
+  std::string arch;         // "sm_90"
+  /// Preprocessor definitions (NAME, value): the config's parameters and the
+  /// compiled-in shape variables, as SearchSpace::definitions gives them.
+  std::vector<std::pair<std::string, std::string>> definitions;
+  /// Further NVRTC options (e.g. "--include-path=..."); part of the key.
+  std::vector<std::string> extra_options;
+  /// The config as text, for messages only (not part of the key).
+  std::string config;
+};
+
+/// Content hash that names a compiled binary: template text, sorted options,
+/// NVRTC version, architecture and entry.  Equal keys mean equal binaries.
+struct BinaryKey {
+  std::string hash;  // 32 hex digits
+  bool operator==(const BinaryKey&) const = default;
+  auto operator<=>(const BinaryKey&) const = default;
+};
+
+/// A successful compilation.
+struct CompiledBinary {
+  BinaryKey key;
+  std::string cubin;  // ELF bytes, loadable with cuModuleLoadData
+  ResourceUsage usage;
+  std::vector<std::string> options;  // exactly as passed to NVRTC
+  std::string log;                   // the full NVRTC log (ptxas report, warnings)
+  double compile_seconds = 0;
+  std::string arch;
+  std::string entry;
+};
+
+/// A compilation that failed because of the template or the options.
+struct CompileFailure {
+  BinaryKey key;
+  std::string log;                   // the NVRTC log (the compiler's error text)
+  std::vector<std::string> options;  // exactly as passed to NVRTC
+  /// One readable message: source, config, architecture, options and log.
+  std::string message;
+  double compile_seconds = 0;
+};
+
+/// The outcome of one compilation: a binary or a failure.
+class CompileResult {
+ public:
+  CompileResult(CompiledBinary binary) : value_(std::move(binary)) {}
+  CompileResult(CompileFailure failure) : value_(std::move(failure)) {}
+
+  bool ok() const { return std::holds_alternative<CompiledBinary>(value_); }
+  explicit operator bool() const { return ok(); }
+  const CompiledBinary& binary() const;    // throws std::logic_error when !ok()
+  const CompileFailure& failure() const;   // throws std::logic_error when ok()
+  const BinaryKey& key() const;
+  const std::vector<std::string>& options() const;
+  const std::string& log() const;
+  double compile_seconds() const;
+
+ private:
+  std::variant<CompiledBinary, CompileFailure> value_;
+};
+
+/// "13.0": the version of the NVRTC library this program runs with.
+std::string nvrtc_version();
+
+/// Architectures this NVRTC can compile for, as "sm_75", "sm_80", ...
+std::vector<std::string> supported_architectures();
+
+/// Checks an architecture given by the user ("sm_90", "sm_90a", "90") and
+/// returns its canonical form ("sm_90", "sm_90a").  Throws InputError naming
+/// the supported ones when NVRTC cannot compile for it.
+std::string parse_architecture(std::string_view text);
+
+/// Compiles requests with NVRTC.  Stateless apart from the NVRTC version read
+/// at construction: compile() may be called from many threads at once.
+class Compiler {
+ public:
+  Compiler();
+
+  /// The options passed to NVRTC for `request`, in the order passed:
+  /// --gpu-architecture=<arch>, --std=c++17, --ptxas-options=-v, -lineinfo,
+  /// -D<name>=<value> for each definition, then the extra options.
+  std::vector<std::string> options(const CompileRequest& request) const;
+  BinaryKey key(const CompileRequest& request) const;
+
+  /// Compiles one request.  A template or option error gives a CompileFailure;
+  /// a failing NVRTC call (out of memory, a broken install) throws
+  /// EnvironmentError naming the call.
+  CompileResult compile(const CompileRequest& request) const;
+
+  const std::string& version() const { return version_; }
+
+ private:
+  std::string version_;
+};
+
+}  // namespace mlatune
