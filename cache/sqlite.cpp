@@ -294,6 +294,16 @@ std::string Statement::column_name(int column) const {
   return name ? name : "";
 }
 
+// ---- StatementCache ------------------------------------------------------------
+
+StatementCache::Lease StatementCache::get(Connection& connection, const std::string& sql) {
+  auto found = statements_.find(sql);
+  if (found == statements_.end()) {
+    found = statements_.emplace(sql, connection.prepare(sql)).first;
+  }
+  return Lease(found->second);
+}
+
 // ---- Transaction -------------------------------------------------------------
 
 Transaction::Transaction(Connection& connection, Kind kind) : connection_(&connection) {

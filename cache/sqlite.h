@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tuner/error.h"
@@ -128,6 +129,34 @@ class Statement {
   void check_bind(int rc, int index);
   sqlite3_stmt* stmt_ = nullptr;
   sqlite3* db_ = nullptr;
+};
+
+/// Prepared statements kept for reuse, by SQL text, for one connection.
+/// A statement is lent out reset and taken back reset, so that no statement
+/// left mid-result keeps a read transaction (an old WAL snapshot) open.
+class StatementCache {
+ public:
+  /// A borrowed statement; resets it when it goes out of scope.
+  class Lease {
+   public:
+    explicit Lease(Statement& statement) : statement_(&statement) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { statement_->reset(); }
+    Statement& operator*() const { return *statement_; }
+    Statement* operator->() const { return statement_; }
+
+   private:
+    Statement* statement_;
+  };
+
+  /// The statement for `sql` on `connection`, prepared on first use.  One
+  /// lease per SQL text at a time.
+  Lease get(Connection& connection, const std::string& sql);
+  void clear() { statements_.clear(); }
+
+ private:
+  std::unordered_map<std::string, Statement> statements_;
 };
 
 /// A transaction that rolls back on destruction unless commit() was called.

@@ -305,9 +305,9 @@ std::string random_uuid() {
                      lo >> 48, lo & 0xffffffffffffULL);
 }
 
-std::optional<std::int64_t> single_id(Statement& statement) {
-  if (!statement.step()) return std::nullopt;
-  return statement.column_int64(0);
+std::optional<std::int64_t> single_id(sqlite::StatementCache::Lease& statement) {
+  if (!statement->step()) return std::nullopt;
+  return statement->column_int64(0);
 }
 
 std::int64_t count_rows(Connection& db, const char* sql) {
@@ -462,22 +462,24 @@ void Store::require_writable(const char* what) const {
 // ---- identities ----------------------------------------------------------------------
 
 std::optional<std::int64_t> Store::find_device(const DeviceInfo& d) {
-  auto s = db_.prepare(
+  auto s = statements_.get(
+      db_,
       "SELECT id FROM devices WHERE name = ?1 AND arch = ?2 AND sm_count = ?3 AND memory_bytes = ?4 "
       "AND driver_version = ?5");
-  s.bind(1, d.name).bind(2, d.arch).bind(3, d.sm_count).bind(4, d.memory_bytes).bind(5, d.driver_version);
+  s->bind(1, d.name).bind(2, d.arch).bind(3, d.sm_count).bind(4, d.memory_bytes).bind(5, d.driver_version);
   return single_id(s);
 }
 
 std::optional<std::int64_t> Store::find_toolchain(const ToolchainInfo& t) {
-  auto s = db_.prepare("SELECT id FROM toolchains WHERE nvrtc_version = ?1 AND mlatune_version = ?2");
-  s.bind(1, t.nvrtc_version).bind(2, t.mlatune_version);
+  auto s = statements_.get(db_, "SELECT id FROM toolchains WHERE nvrtc_version = ?1 AND mlatune_version = ?2");
+  s->bind(1, t.nvrtc_version).bind(2, t.mlatune_version);
   return single_id(s);
 }
 
 std::optional<std::int64_t> Store::find_kernel(const KernelInfo& k) {
-  auto s = db_.prepare("SELECT id FROM kernels WHERE name = ?1 AND template_hash = ?2 AND definition_hash = ?3");
-  s.bind(1, k.name).bind(2, k.template_hash).bind(3, k.definition_hash);
+  auto s = statements_.get(db_,
+                           "SELECT id FROM kernels WHERE name = ?1 AND template_hash = ?2 AND definition_hash = ?3");
+  s->bind(1, k.name).bind(2, k.template_hash).bind(3, k.definition_hash);
   return single_id(s);
 }
 
@@ -587,67 +589,68 @@ std::int64_t Store::record(const Measurement& m) {
     throw InputError(fmt::format("record: an ok measurement of {} at {} has no timing", m.config, m.shape));
   }
   Transaction transaction(db_);
-  auto insert = db_.prepare(fmt::format(
+  static const std::string insert_sql = fmt::format(
       "INSERT INTO measurements(run_id, kernel_id, device_id, toolchain_id, shape, config, outcome, "
       "median_us, min_us, p90_us, samples, spread, timing_method, relative_l2, max_abs, registers, spills, "
       "shared_bytes, message, measured_at) "
       "SELECT id, kernel_id, device_id, toolchain_id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
       "?14, ?15, ?16, {} FROM runs WHERE id = ?1",
-      now_sql));
-  insert.bind(1, m.run_id).bind(2, m.shape).bind(3, m.config).bind(4, std::string(to_string(m.outcome)));
+      now_sql);
+  auto insert = statements_.get(db_, insert_sql);
+  insert->bind(1, m.run_id).bind(2, m.shape).bind(3, m.config).bind(4, std::string(to_string(m.outcome)));
   if (m.timing) {
-    insert.bind(5, m.timing->median_us)
+    insert->bind(5, m.timing->median_us)
         .bind(6, m.timing->min_us)
         .bind(7, m.timing->p90_us)
         .bind(8, m.timing->samples)
         .bind(9, m.timing->spread)
         .bind(10, m.timing->method);
   } else {
-    for (int i = 5; i <= 10; ++i) insert.bind_null(i);
+    for (int i = 5; i <= 10; ++i) insert->bind_null(i);
   }
   if (m.error) {
-    insert.bind(11, m.error->relative_l2).bind(12, m.error->max_abs);
+    insert->bind(11, m.error->relative_l2).bind(12, m.error->max_abs);
   } else {
-    insert.bind_null(11).bind_null(12);
+    insert->bind_null(11).bind_null(12);
   }
   if (m.resources) {
-    insert.bind(13, m.resources->registers).bind(14, m.resources->spills).bind(15, m.resources->shared_bytes);
+    insert->bind(13, m.resources->registers).bind(14, m.resources->spills).bind(15, m.resources->shared_bytes);
   } else {
-    insert.bind_null(13).bind_null(14).bind_null(15);
+    insert->bind_null(13).bind_null(14).bind_null(15);
   }
-  insert.bind(16, m.message);
-  insert.run();
+  insert->bind(16, m.message);
+  insert->run();
   if (db_.changes() != 1) throw InputError(fmt::format("record: no run with id {}", m.run_id));
   std::int64_t id = db_.last_insert_rowid();
   if (m.outcome == Outcome::ok) {
     // Strictly faster only: on a tie the earlier measurement stays best.
-    db_.prepare(
-           "INSERT INTO best(kernel_id, device_id, toolchain_id, shape, config, median_us, measurement_id) "
-           "SELECT kernel_id, device_id, toolchain_id, shape, config, median_us, id FROM measurements "
-           "WHERE id = ?1 "
-           "ON CONFLICT(kernel_id, device_id, toolchain_id, shape) DO UPDATE SET config = excluded.config, "
-           "median_us = excluded.median_us, measurement_id = excluded.measurement_id "
-           "WHERE excluded.median_us < best.median_us")
-        .bind(1, id)
-        .run();
+    auto update = statements_.get(
+        db_,
+        "INSERT INTO best(kernel_id, device_id, toolchain_id, shape, config, median_us, measurement_id) "
+        "SELECT kernel_id, device_id, toolchain_id, shape, config, median_us, id FROM measurements "
+        "WHERE id = ?1 "
+        "ON CONFLICT(kernel_id, device_id, toolchain_id, shape) DO UPDATE SET config = excluded.config, "
+        "median_us = excluded.median_us, measurement_id = excluded.measurement_id "
+        "WHERE excluded.median_us < best.median_us");
+    update->bind(1, id).run();
   }
   transaction.commit();
   return id;
 }
 
 bool Store::measured(std::int64_t run_id, const std::string& shape, const std::string& config) {
-  auto s = db_.prepare("SELECT 1 FROM measurements WHERE run_id = ?1 AND shape = ?2 AND config = ?3 LIMIT 1");
-  s.bind(1, run_id).bind(2, shape).bind(3, config);
-  return s.step();
+  auto s = statements_.get(db_, "SELECT 1 FROM measurements WHERE run_id = ?1 AND shape = ?2 AND config = ?3 LIMIT 1");
+  s->bind(1, run_id).bind(2, shape).bind(3, config);
+  return s->step();
 }
 
 bool Store::measured(std::int64_t kernel_id, std::int64_t device_id, std::int64_t toolchain_id,
                      const std::string& shape, const std::string& config) {
-  auto s = db_.prepare(
-      "SELECT 1 FROM measurements WHERE kernel_id = ?1 AND device_id = ?2 AND toolchain_id = ?3 "
-      "AND shape = ?4 AND config = ?5 LIMIT 1");
-  s.bind(1, kernel_id).bind(2, device_id).bind(3, toolchain_id).bind(4, shape).bind(5, config);
-  return s.step();
+  auto s = statements_.get(db_,
+                           "SELECT 1 FROM measurements WHERE kernel_id = ?1 AND device_id = ?2 AND toolchain_id = ?3 "
+                           "AND shape = ?4 AND config = ?5 LIMIT 1");
+  s->bind(1, kernel_id).bind(2, device_id).bind(3, toolchain_id).bind(4, shape).bind(5, config);
+  return s->step();
 }
 
 std::vector<MeasurementRecord> Store::measurements(const MeasurementFilter& filter) {
@@ -668,12 +671,13 @@ std::int64_t Store::measurement_count() { return count_rows(db_, "SELECT count(*
 
 std::optional<BestEntry> Store::best(std::int64_t kernel_id, std::int64_t device_id, std::int64_t toolchain_id,
                                      const std::string& shape) {
-  auto s = db_.prepare(
+  auto s = statements_.get(
+      db_,
       "SELECT kernel_id, device_id, toolchain_id, shape, config, median_us, measurement_id FROM best "
       "WHERE kernel_id = ?1 AND device_id = ?2 AND toolchain_id = ?3 AND shape = ?4");
-  s.bind(1, kernel_id).bind(2, device_id).bind(3, toolchain_id).bind(4, shape);
-  if (!s.step()) return std::nullopt;
-  return read_best(s, 0);
+  s->bind(1, kernel_id).bind(2, device_id).bind(3, toolchain_id).bind(4, shape);
+  if (!s->step()) return std::nullopt;
+  return read_best(*s, 0);
 }
 
 std::optional<BestEntry> Store::best(const KernelInfo& kernel, const DeviceInfo& device,
@@ -726,13 +730,13 @@ void Store::put_binary(const BinaryRecord& b) {
 }
 
 std::optional<BinaryRecord> Store::get_binary(const std::string& key) {
-  auto s = db_.prepare(
-      "SELECT key, kernel_name, template_hash, nvrtc_version, arch, cubin, resources FROM binaries "
-      "WHERE key = ?1");
-  s.bind(1, key);
-  if (!s.step()) return std::nullopt;
-  return BinaryRecord{s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
-                      s.column_text(4), s.column_blob(5), s.column_text(6)};
+  auto s = statements_.get(db_,
+                           "SELECT key, kernel_name, template_hash, nvrtc_version, arch, cubin, resources "
+                           "FROM binaries WHERE key = ?1");
+  s->bind(1, key);
+  if (!s->step()) return std::nullopt;
+  return BinaryRecord{s->column_text(0), s->column_text(1), s->column_text(2), s->column_text(3),
+                      s->column_text(4), s->column_blob(5), s->column_text(6)};
 }
 
 // ---- misses ------------------------------------------------------------------------------------

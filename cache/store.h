@@ -310,6 +310,7 @@ class Store {
   StaleIds find_stale(const CurrentVersions&);
 
   sqlite::Connection db_;
+  sqlite::StatementCache statements_;  // declared after db_: finalized first
   std::filesystem::path path_;
   bool read_only_ = false;
 };
