@@ -29,6 +29,29 @@ Error::Error(std::string call, int code, std::string detail, std::string sql)
       code_name_(result_code_name(code)),
       sql_(std::move(sql)) {}
 
+bool Error::busy() const { return primary_code() == SQLITE_BUSY || primary_code() == SQLITE_LOCKED; }
+
+bool Error::not_a_database() const { return primary_code() == SQLITE_NOTADB || primary_code() == SQLITE_CORRUPT; }
+
+bool Error::read_only() const { return primary_code() == SQLITE_READONLY; }
+
+std::string file_uri(const std::filesystem::path& path, std::string_view query) {
+  // '?' and '#' would end the path part; '%' starts an escape.
+  std::string uri = "file:";
+  for (unsigned char c : std::filesystem::absolute(path).string()) {
+    if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f) {
+      uri += fmt::format("%{:02X}", c);
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  if (!query.empty()) {
+    uri += '?';
+    uri += query;
+  }
+  return uri;
+}
+
 std::string result_code_name(int code) {
   switch (code) {
     case SQLITE_OK: return "SQLITE_OK";
@@ -90,17 +113,8 @@ Connection Connection::open(const std::filesystem::path& path, OpenMode mode) {
     case OpenMode::read_only: flags |= SQLITE_OPEN_READONLY; break;
     case OpenMode::read_only_immutable: flags |= SQLITE_OPEN_READONLY; break;
   }
-  // Open through a file: URI so that '?' or '#' in a path stays part of the
-  // name and the immutable flag can be passed.
-  std::string uri = "file:";
-  for (unsigned char c : std::filesystem::absolute(path).string()) {
-    if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f) {
-      uri += fmt::format("%{:02X}", c);
-    } else {
-      uri += static_cast<char>(c);
-    }
-  }
-  if (mode == OpenMode::read_only_immutable) uri += "?immutable=1";
+  // Open through a file: URI so that the immutable flag can be passed.
+  std::string uri = file_uri(path, mode == OpenMode::read_only_immutable ? "immutable=1" : "");
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(uri.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {

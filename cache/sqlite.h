@@ -33,6 +33,12 @@ class Error : public EnvironmentError {
   /// "SQLITE_BUSY", "SQLITE_IOERR_WRITE", ...
   const std::string& code_name() const { return code_name_; }
   const std::string& sql() const { return sql_; }
+  /// Another connection holds the lock (SQLITE_BUSY or SQLITE_LOCKED).
+  bool busy() const;
+  /// The file is not a database or is damaged (SQLITE_NOTADB, SQLITE_CORRUPT).
+  bool not_a_database() const;
+  /// A write on a read-only connection or file (SQLITE_READONLY*).
+  bool read_only() const;
 
  private:
   int code_;
@@ -42,6 +48,10 @@ class Error : public EnvironmentError {
 
 /// Name of an SQLite result code, e.g. "SQLITE_CORRUPT".
 std::string result_code_name(int code);
+
+/// A "file:" URI for `path` (made absolute, with URI-special characters
+/// escaped) and an optional query such as "mode=ro".
+std::string file_uri(const std::filesystem::path& path, std::string_view query = {});
 
 enum class OpenMode {
   read_write_create,  // create the file if it is missing

@@ -205,9 +205,7 @@ Inspection inspect(Connection& db, const std::filesystem::path& path) {
     app.step();
     result.application_id = static_cast<std::int32_t>(app.column_int64(0));
   } catch (const sqlite::Error& e) {
-    if (e.primary_code() == 26 /* SQLITE_NOTADB */ || e.primary_code() == 11 /* SQLITE_CORRUPT */) {
-      refuse(path, fmt::format("not a valid SQLite database ({})", e.code_name()));
-    }
+    if (e.not_a_database()) refuse(path, fmt::format("not a valid SQLite database ({})", e.code_name()));
     throw;
   }
   if (result.empty && result.application_id == 0) return result;
@@ -245,10 +243,7 @@ Connection open_read_only(const std::filesystem::path& path) {
     probe.step();
     return db;
   } catch (const sqlite::Error& e) {
-    const int code = e.primary_code();
-    if (code == 26 /* SQLITE_NOTADB */ || code == 11 /* SQLITE_CORRUPT */) {
-      refuse(path, fmt::format("not a valid SQLite database ({})", e.code_name()));
-    }
+    if (e.not_a_database()) refuse(path, fmt::format("not a valid SQLite database ({})", e.code_name()));
     auto db = Connection::open(path, sqlite::OpenMode::read_only_immutable);
     return db;
   }
@@ -268,7 +263,7 @@ void set_wal(Connection& db) {
       }
       return;
     } catch (const sqlite::Error& e) {
-      if ((e.primary_code() != 5 /* BUSY */ && e.primary_code() != 6 /* LOCKED */) || attempt >= 200) throw;
+      if (!e.busy() || attempt >= 200) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -900,16 +895,7 @@ MergeCounts Store::merge(const std::filesystem::path& other) {
   if (std::filesystem::equivalent(other, path_, ec)) {
     throw InputError(fmt::format("merge: {} is this database itself", other.string()));
   }
-  std::string uri = "file:";
-  for (unsigned char c : std::filesystem::absolute(other).string()) {
-    if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f) {
-      uri += fmt::format("%{:02X}", c);
-    } else {
-      uri += static_cast<char>(c);
-    }
-  }
-  uri += "?mode=ro";
-  db_.prepare("ATTACH DATABASE ?1 AS other").bind(1, uri).run();
+  db_.prepare("ATTACH DATABASE ?1 AS other").bind(1, sqlite::file_uri(other, "mode=ro")).run();
   // Detach however the merge ends; a failure to detach leaves only a
   // harmless attachment on this connection.
   struct Detach {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -88,6 +89,31 @@ TEST(Sqlite, ResultCodeNames) {
   EXPECT_EQ(result_code_name(10 | (99 << 8)), "SQLITE_IOERR/25354");
 }
 
+TEST(Sqlite, FileUrisEscapeWhatWouldEndThePath) {
+  EXPECT_EQ(file_uri("/tmp/a?b#c%d e.db", "mode=ro"), "file:/tmp/a%3Fb%23c%25d%20e.db?mode=ro");
+  EXPECT_EQ(file_uri("/x.db"), "file:/x.db");
+  EXPECT_EQ(file_uri("rel.db").rfind("file:/", 0), 0u);  // made absolute
+}
+
+TEST(Sqlite, ANonDatabaseFileIsRecognized) {
+  auto file = std::filesystem::temp_directory_path() / ("mlatune_sqlite_notadb_" + std::to_string(getpid()));
+  {
+    std::FILE* out = std::fopen(file.c_str(), "wb");
+    ASSERT_NE(out, nullptr);
+    for (int i = 0; i < 100; ++i) std::fputs("not a database, just text\n", out);
+    std::fclose(out);
+  }
+  auto db = Connection::open(file, OpenMode::read_only);
+  try {
+    db.prepare("SELECT count(*) FROM sqlite_schema").step();
+    FAIL() << "text file read as a database";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.not_a_database()) << e.code_name();
+    EXPECT_EQ(e.code_name(), "SQLITE_NOTADB");
+  }
+  std::filesystem::remove(file);
+}
+
 TEST(Sqlite, TransactionRollsBackUnlessCommitted) {
   auto db = Connection::open_memory();
   db.execute("CREATE TABLE t(x)");
@@ -142,7 +168,8 @@ TEST(Sqlite, ReadOnlyConnectionRefusesWrites) {
       db.execute("INSERT INTO t VALUES(2)");
       FAIL() << "write on a read-only connection succeeded";
     } catch (const Error& e) {
-      EXPECT_EQ(e.primary_code(), 8) << e.code_name();  // SQLITE_READONLY
+      EXPECT_TRUE(e.read_only()) << e.code_name();
+      EXPECT_FALSE(e.busy());
     }
   }
   {
