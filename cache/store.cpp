@@ -677,11 +677,27 @@ std::optional<BestEntry> Store::best(std::int64_t kernel_id, std::int64_t device
 
 std::optional<BestEntry> Store::best(const KernelInfo& kernel, const DeviceInfo& device,
                                      const ToolchainInfo& toolchain, const std::string& shape) {
-  auto k = find_kernel(kernel);
-  auto d = find_device(device);
-  auto t = find_toolchain(toolchain);
-  if (!k || !d || !t) return std::nullopt;
-  return best(*k, *d, *t, shape);
+  auto s = statements_.get(
+      db_,
+      "SELECT b.kernel_id, b.device_id, b.toolchain_id, b.shape, b.config, b.median_us, b.measurement_id "
+      "FROM kernels k JOIN devices d JOIN toolchains t "
+      "JOIN best b ON b.kernel_id = k.id AND b.device_id = d.id AND b.toolchain_id = t.id AND b.shape = ?11 "
+      "WHERE k.name = ?1 AND k.template_hash = ?2 AND k.definition_hash = ?3 "
+      "AND d.name = ?4 AND d.arch = ?5 AND d.sm_count = ?6 AND d.memory_bytes = ?7 AND d.driver_version = ?8 "
+      "AND t.nvrtc_version = ?9 AND t.mlatune_version = ?10");
+  s->bind(1, kernel.name)
+      .bind(2, kernel.template_hash)
+      .bind(3, kernel.definition_hash)
+      .bind(4, device.name)
+      .bind(5, device.arch)
+      .bind(6, device.sm_count)
+      .bind(7, device.memory_bytes)
+      .bind(8, device.driver_version)
+      .bind(9, toolchain.nvrtc_version)
+      .bind(10, toolchain.mlatune_version)
+      .bind(11, shape);
+  if (!s->step()) return std::nullopt;
+  return read_best(*s, 0);
 }
 
 std::vector<BestRecord> Store::all_best() {
