@@ -147,6 +147,10 @@ json best_json(const BestRecord& b) {
           {"measurement_id", b.entry.measurement_id}};
 }
 
+/// Compiler logs and messages may hold bytes that are not UTF-8; they are
+/// replaced rather than failing the whole output.
+std::string text(const json& value) { return value.dump(2, ' ', false, json::error_handler_t::replace); }
+
 /// RFC 4180: a field with a comma, quote or line break is quoted, and its
 /// quotes doubled.
 std::string csv_field(const std::string& text) {
@@ -234,7 +238,7 @@ void show(const CacheOptions& o) {
   if (o.json_output) {
     json all = json::array();
     for (const auto& r : records) all.push_back(measurement_json(r));
-    fmt::print("{}\n", all.dump(2));
+    fmt::print("{}\n", text(all));
     return;
   }
   if (records.empty()) {
@@ -264,7 +268,7 @@ void best(const CacheOptions& o) {
   if (o.json_output) {
     json out = json::array();
     for (const auto& b : all) out.push_back(best_json(b));
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", text(out));
     return;
   }
   if (all.empty()) {
@@ -294,7 +298,7 @@ void export_measurements(const CacheOptions& o) {
     json all = {{"schema_version", Store::schema_version}, {"measurements", json::array()}, {"best", json::array()}};
     for (const auto& r : records) all["measurements"].push_back(measurement_json(r));
     for (const auto& b : store.all_best()) all["best"].push_back(best_json(b));
-    out << all.dump(2) << "\n";
+    out << text(all) << "\n";
   }
   out.flush();
   if (!out) throw EnvironmentError(fmt::format("writing {} failed", o.output.empty() ? "stdout" : o.output));
@@ -321,7 +325,7 @@ void stale(const CacheOptions& o) {
                      {"measurements", e.measurements},
                      {"best", e.best}});
     }
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", text(out));
     return;
   }
   if (entries.empty()) {
@@ -366,7 +370,7 @@ void info(const CacheOptions& o) {
                 {"runs", i.runs},                 {"measurements", i.measurements},
                 {"best", i.best},                 {"binaries", i.binaries},
                 {"misses", i.misses}};
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", text(out));
     return;
   }
   fmt::print("database        {}\n", i.path.string());
