@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <set>
@@ -274,9 +275,7 @@ void migrate(Connection& db, const std::filesystem::path& path) {
   // Read again under the write lock: another process may have created or
   // migrated the file since it was inspected.
   Inspection now = inspect(db, path);
-  if (!now.empty || now.application_id != 0) {
-    if (now.version == Store::schema_version) return;  // rolls back an empty transaction
-  }
+  if (now.version == Store::schema_version) return;  // nothing to do; the empty transaction rolls back
   for (int version = now.version; version < Store::schema_version; ++version) {
     db.execute(migrations[static_cast<std::size_t>(version)]);
   }
@@ -582,6 +581,10 @@ std::int64_t Store::record(const Measurement& m) {
   require_writable("record a measurement");
   if (m.outcome == Outcome::ok && !m.timing) {
     throw InputError(fmt::format("record: an ok measurement of {} at {} has no timing", m.config, m.shape));
+  }
+  // SQLite would store a NaN as NULL; a best entry must compare as a number.
+  if (m.timing && !(std::isfinite(m.timing->median_us) && m.timing->median_us >= 0)) {
+    throw InputError(fmt::format("record: {} at {} has median {} us", m.config, m.shape, m.timing->median_us));
   }
   Transaction transaction(db_);
   static const std::string insert_sql = fmt::format(

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -185,6 +186,8 @@ TEST_F(StoreTest, BadMeasurementsAreRefusedAndLeaveNothing) {
   Measurement no_timing = ok(ids.run, "B=1", "X=1", 1.0);
   no_timing.timing.reset();
   EXPECT_THROW(store.record(no_timing), InputError);
+  EXPECT_THROW(store.record(ok(ids.run, "B=1", "X=1", std::nan(""))), InputError);
+  EXPECT_THROW(store.record(ok(ids.run, "B=1", "X=1", -1.0)), InputError);
   EXPECT_THROW(store.record(ok(ids.run + 100, "B=1", "X=1", 1.0)), InputError);
   EXPECT_THROW(store.finish_run(ids.run + 100, RunStatus::finished), InputError);
   EXPECT_THROW(store.begin_run(RunInfo{ids.kernel + 100, ids.device, ids.toolchain, "p", "t", "s", "{}"}),
