@@ -509,6 +509,20 @@ TEST_F(StoreTest, NewerSchemaIsRefusedAndUnchanged) {
   EXPECT_FALSE(fs::exists(file("newer.db-wal")));
 }
 
+TEST_F(StoreTest, NewerSchemaInWalModeIsRefusedAndUnchanged) {
+  auto path = file("newer_wal.db");
+  { Store store = Store::open(path); }
+  {
+    auto db = sqlite::Connection::open(path, sqlite::OpenMode::read_write_create);
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  }
+  ASSERT_FALSE(fs::exists(file("newer_wal.db-wal")));  // checkpointed on close
+  expect_refused(path, "schema version 2 is newer");
+  // Nothing was written beside it either: no write-ahead log with content.
+  auto wal = file("newer_wal.db-wal");
+  EXPECT_TRUE(!fs::exists(wal) || fs::file_size(wal) == 0);
+}
+
 // ---- read-only ---------------------------------------------------------------------------
 
 TEST_F(StoreTest, ReadOnlyStoreServesLookupsAndRefusesWrites) {
