@@ -1,0 +1,318 @@
+// The store: mlatune's SQLite database, the memory of every sweep and the
+// source of every dispatch decision.
+//
+// It holds devices, toolchains and kernel versions; runs (one per sweep); every
+// measurement, failures included; compiled binaries by content key; the best
+// config per (kernel, device, toolchain, shape); and the shapes that were asked
+// for at run time but never tuned.
+//
+// A result is keyed by everything that determines it (template hash,
+// definition hash, NVRTC version, architecture, device), so an entry made under
+// other versions is never found by a lookup; stale() lists such entries and
+// prune() removes them.
+//
+// Concurrency: WAL mode, a busy timeout and BEGIN IMMEDIATE for every write;
+// each measurement is its own transaction together with the update of `best`,
+// so a killed writer loses at most the candidate in flight, and many processes
+// may write one file at once.  A Store object itself is for one thread.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/sqlite.h"
+#include "tuner/outcome.h"
+
+namespace mlatune {
+
+/// A GPU, as far as results depend on it.
+struct DeviceInfo {
+  std::string name;            // "NVIDIA H200"
+  std::string arch;            // "sm_90"
+  int sm_count = 0;
+  std::int64_t memory_bytes = 0;
+  std::string driver_version;  // "580.65"
+  bool operator==(const DeviceInfo&) const = default;
+};
+
+/// The compiler and framework versions a result was produced with.
+struct ToolchainInfo {
+  std::string nvrtc_version;    // "13.0"
+  std::string mlatune_version;  // MLATUNE_VERSION
+  bool operator==(const ToolchainInfo&) const = default;
+  /// The NVRTC linked into this program and this mlatune's version.
+  static ToolchainInfo current();
+};
+
+/// One version of a kernel family: its name and the hashes of its template
+/// text and of its parameter definitions (SearchSpace::template_hash and
+/// definition_hash).
+struct KernelInfo {
+  std::string name;
+  std::string template_hash;
+  std::string definition_hash;
+  bool operator==(const KernelInfo&) const = default;
+};
+
+enum class RunStatus { running, finished, interrupted, failed };
+std::string_view to_string(RunStatus);
+
+/// What a sweep is started with.
+struct RunInfo {
+  std::int64_t kernel_id = 0;
+  std::int64_t device_id = 0;
+  std::int64_t toolchain_id = 0;
+  std::string space_path;
+  std::string space_text;
+  std::string strategy;           // "brute_force", "random", ...
+  std::string strategy_settings;  // JSON text
+};
+
+/// A sweep as stored.
+struct RunRecord {
+  std::int64_t id = 0;
+  std::string uuid;
+  std::string kernel_name;
+  std::string space_path;
+  std::string strategy;
+  std::string strategy_settings;
+  std::string started_at;
+  std::string finished_at;  // empty while running
+  std::string status;
+};
+
+/// GPU timing of one candidate, microseconds.
+struct Timing {
+  double median_us = 0;
+  double min_us = 0;
+  double p90_us = 0;
+  int samples = 0;
+  double spread = 0;    // (p90 - min) / median, or as the method defines it
+  std::string method;   // how it was timed: events, L2 flush, repetitions
+};
+
+/// Deviation from the float64 reference.
+struct ErrorFigures {
+  double relative_l2 = 0;
+  double max_abs = 0;
+};
+
+/// What ptxas reports for a compiled kernel.
+struct ResourceUsage {
+  int registers = 0;
+  int spills = 0;  // bytes spilled (stores + loads)
+  std::int64_t shared_bytes = 0;
+};
+
+/// The result for one config at one shape in one run.  Shape and config are
+/// canonical strings (SearchSpace::shape_string / config_string), opaque here.
+struct Measurement {
+  std::int64_t run_id = 0;
+  std::string shape;
+  std::string config;
+  Outcome outcome = Outcome::ok;
+  std::optional<Timing> timing;
+  std::optional<ErrorFigures> error;
+  std::optional<ResourceUsage> resources;
+  std::string message;  // compiler log, launch error, reason for skipping
+};
+
+/// A measurement as stored, with the names of what it belongs to.
+struct MeasurementRecord {
+  std::int64_t id = 0;
+  std::string run_uuid;
+  KernelInfo kernel;
+  DeviceInfo device;
+  ToolchainInfo toolchain;
+  Measurement measurement;
+  std::string measured_at;
+};
+
+/// The fastest valid config known for one (kernel, device, toolchain, shape).
+struct BestEntry {
+  std::int64_t kernel_id = 0;
+  std::int64_t device_id = 0;
+  std::int64_t toolchain_id = 0;
+  std::string shape;
+  std::string config;
+  double median_us = 0;
+  std::int64_t measurement_id = 0;
+};
+
+/// A best entry with its kernel, device and toolchain spelled out (for the
+/// dispatcher's in-memory index and for listing).
+struct BestRecord {
+  KernelInfo kernel;
+  DeviceInfo device;
+  ToolchainInfo toolchain;
+  BestEntry entry;
+};
+
+/// A compiled kernel.  The key is a hash of everything that determines the
+/// cubin (template text, options, NVRTC version, architecture); the other
+/// fields record what went into it, so stale binaries can be found.
+struct BinaryRecord {
+  std::string key;
+  std::string kernel_name;
+  std::string template_hash;
+  std::string nvrtc_version;
+  std::string arch;
+  std::vector<std::uint8_t> cubin;
+  std::string resources_json;  // the ptxas resource report
+};
+
+/// A shape asked for at run time that had no best entry.
+struct MissRecord {
+  std::string kernel_name;
+  std::string device_name;
+  std::string shape;
+  std::int64_t count = 0;
+  std::string last_seen;
+};
+
+/// The versions in force now: per kernel name its current hashes, and the
+/// NVRTC version.  Kernels not named here are never called stale.
+struct CurrentVersions {
+  struct Kernel {
+    std::string template_hash;
+    std::string definition_hash;
+  };
+  std::map<std::string, Kernel> kernels;
+  std::string nvrtc_version;  // empty: toolchains are not judged
+};
+
+/// Something stored under versions that no longer hold.
+struct StaleEntry {
+  enum class Kind { kernel, toolchain, binary };
+  Kind kind = Kind::kernel;
+  std::string description;  // "mla_attention template 1a2b… definition 3c4d…"
+  std::string reason;       // "template changed (now 5e6f…)"
+  std::int64_t runs = 0;
+  std::int64_t measurements = 0;
+  std::int64_t best = 0;
+};
+std::string_view to_string(StaleEntry::Kind);
+
+/// Rows removed by prune().
+struct PruneCounts {
+  std::int64_t kernels = 0, toolchains = 0, runs = 0, measurements = 0, best = 0, binaries = 0,
+               misses = 0;
+};
+
+/// Rows added by merge(); what was already there is skipped.
+struct MergeCounts {
+  std::int64_t runs = 0, measurements = 0, binaries = 0, best_changed = 0;
+};
+
+struct StoreInfo {
+  std::filesystem::path path;
+  int schema_version = 0;
+  std::string journal_mode;
+  bool read_only = false;
+  std::uintmax_t file_bytes = 0;  // the database file
+  std::uintmax_t wal_bytes = 0;   // its -wal file, if any
+  std::int64_t devices = 0, toolchains = 0, kernels = 0, runs = 0, measurements = 0, binaries = 0,
+               best = 0, misses = 0;
+};
+
+/// Filter for listing measurements; empty fields match everything.
+struct MeasurementFilter {
+  std::string kernel_name;
+  std::string shape;
+};
+
+enum class StoreMode {
+  read_write,  // create the file or migrate it as needed
+  read_only,   // lookups only; works on a read-only file system
+};
+
+/// The mlatune database (see the file comment).
+class Store {
+ public:
+  /// The schema this build writes; older ones are migrated forward on a
+  /// read-write open.
+  static constexpr int schema_version = 1;
+  /// PRAGMA application_id of every mlatune database ("MLAT").
+  static constexpr std::int32_t application_id = 0x4D4C4154;
+
+  /// Opens (read_write: creates or migrates) the database.  A file that is
+  /// not an mlatune database, is truncated, or has a newer schema is refused
+  /// with an InputError and left byte-for-byte untouched.
+  static Store open(const std::filesystem::path& path, StoreMode mode = StoreMode::read_write);
+
+  Store(Store&&) noexcept = default;
+  Store& operator=(Store&&) noexcept = default;
+
+  bool read_only() const { return read_only_; }
+  const std::filesystem::path& path() const { return path_; }
+
+  // ---- identities: find or insert by natural key -----------------------------
+  std::int64_t ensure_device(const DeviceInfo&);
+  std::int64_t ensure_toolchain(const ToolchainInfo&);
+  std::int64_t ensure_kernel(const KernelInfo&);
+  /// Lookups that never write (for read-only stores).
+  std::optional<std::int64_t> find_device(const DeviceInfo&);
+  std::optional<std::int64_t> find_toolchain(const ToolchainInfo&);
+  std::optional<std::int64_t> find_kernel(const KernelInfo&);
+
+  // ---- runs and measurements ---------------------------------------------------
+  std::int64_t begin_run(const RunInfo&);
+  void finish_run(std::int64_t run_id, RunStatus status);
+  std::vector<RunRecord> runs();
+  /// Commits the measurement and, in the same transaction, makes it the best
+  /// entry when it is ok and faster than the current best.  Returns its id.
+  std::int64_t record(const Measurement&);
+  /// Whether this run already has a committed measurement of config at shape.
+  bool measured(std::int64_t run_id, const std::string& shape, const std::string& config);
+  /// Whether any run of this kernel version, device and toolchain has.
+  bool measured(std::int64_t kernel_id, std::int64_t device_id, std::int64_t toolchain_id,
+                const std::string& shape, const std::string& config);
+  std::vector<MeasurementRecord> measurements(const MeasurementFilter& filter = {});
+  std::int64_t measurement_count();
+
+  // ---- best ----------------------------------------------------------------------
+  std::optional<BestEntry> best(std::int64_t kernel_id, std::int64_t device_id, std::int64_t toolchain_id,
+                                const std::string& shape);
+  /// Best entry by identities; nullopt when any of them is unknown.
+  std::optional<BestEntry> best(const KernelInfo&, const DeviceInfo&, const ToolchainInfo&,
+                                const std::string& shape);
+  std::vector<BestRecord> all_best();
+
+  // ---- binaries ------------------------------------------------------------------
+  /// Stores a binary; a key already present is kept as it is (same key, same
+  /// content).
+  void put_binary(const BinaryRecord&);
+  std::optional<BinaryRecord> get_binary(const std::string& key);
+
+  // ---- misses --------------------------------------------------------------------
+  /// Counts a run-time lookup of an untuned shape.  Returns false (and writes
+  /// nothing) on a read-only store: a miss must never fail a launch.
+  bool record_miss(std::int64_t kernel_id, std::int64_t device_id, const std::string& shape);
+  std::vector<MissRecord> misses();
+
+  // ---- maintenance -----------------------------------------------------------------
+  std::vector<StaleEntry> stale(const CurrentVersions&);
+  PruneCounts prune(const CurrentVersions&);
+  /// Copies another database's contents in by natural keys; running it
+  /// twice changes nothing the second time.
+  MergeCounts merge(const std::filesystem::path& other);
+  void vacuum();
+  StoreInfo info();
+
+ private:
+  Store(sqlite::Connection connection, std::filesystem::path path, bool read_only)
+      : db_(std::move(connection)), path_(std::move(path)), read_only_(read_only) {}
+  void require_writable(const char* what) const;
+  struct StaleIds;
+  StaleIds find_stale(const CurrentVersions&);
+
+  sqlite::Connection db_;
+  sqlite::StatementCache statements_;  // declared after db_: finalized first
+  std::filesystem::path path_;
+  bool read_only_ = false;
+};
+
+}  // namespace mlatune

@@ -1,0 +1,247 @@
+// `mlatune cache ...` run as a real program against databases written by the
+// Store.  The program is MLATUNE_BINARY_DIR/mlatune (or $MLATUNE_CLI); where
+// it has not been built the tests skip and say so.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cache/store.h"
+#include "tuner/hash.h"
+
+namespace mlatune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path cli_path() {
+  if (const char* path = std::getenv("MLATUNE_CLI"); path && *path) return path;
+  return fs::path(MLATUNE_BINARY_DIR) / "mlatune";
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+class CacheCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(cli_path())) GTEST_SKIP() << "the mlatune program is not built at " << cli_path();
+    dir_ = fs::temp_directory_path() /
+           ("mlatune_cache_cli_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  /// Runs mlatune with `args`; $MLATUNE_DB is set to `env_db` when given.
+  Result run(const std::vector<std::string>& args, const std::string& env_db = "") {
+    auto out_file = dir_ / "stdout";
+    auto err_file = dir_ / "stderr";
+    pid_t pid = fork();
+    if (pid == 0) {
+      int out = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, STDOUT_FILENO);
+      dup2(err, STDERR_FILENO);
+      if (env_db.empty()) {
+        unsetenv("MLATUNE_DB");
+      } else {
+        setenv("MLATUNE_DB", env_db.c_str(), 1);
+      }
+      std::string program = cli_path().string();
+      std::vector<char*> argv{program.data()};
+      std::vector<std::string> copy = args;
+      for (auto& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(program.c_str(), argv.data());
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read_file(out_file);
+    r.err = read_file(err_file);
+    return r;
+  }
+
+  /// A database with one run: two shapes, a failure whose message needs CSV
+  /// quoting, and one binary.
+  fs::path make_db(const std::string& name, double offset = 0) {
+    auto path = dir_ / name;
+    Store store = Store::open(path);
+    auto k = store.ensure_kernel({"mla", "aaaabbbbccccdddd", "eeeeffff00001111"});
+    auto d = store.ensure_device({"NVIDIA H200", "sm_90", 132, 150'000'000'000, "580.65"});
+    auto t = store.ensure_toolchain({"13.0", "0.1.0"});
+    auto run = store.begin_run({k, d, t, "mla.yaml", "kernel: mla\n", "brute_force", "{}"});
+    for (int i = 0; i < 4; ++i) {
+      Measurement m;
+      m.run_id = run;
+      m.shape = i % 2 ? "B=2,T=32" : "B=4,T=64";
+      m.config = "ALGORITHM=absorbed,TILE=" + std::to_string(16 << i);
+      m.timing = Timing{10.0 + i + offset, 9.0 + i, 11.0 + i, 100, 0.1, "events"};
+      m.error = ErrorFigures{1e-7, 1e-6};
+      store.record(m);
+    }
+    Measurement bad;
+    bad.run_id = run;
+    bad.shape = "B=2,T=32";
+    bad.config = "ALGORITHM=expanded,TILE=256";
+    bad.outcome = Outcome::compile_error;
+    bad.message = "say \"hi\", then\nbye";
+    store.record(bad);
+    store.finish_run(run, RunStatus::finished);
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(CacheCliTest, InfoCountsWhatTheStoreHolds) {
+  auto db = make_db("a.db");
+  Result r = run({"cache", "info", "--json", "--db", db.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json info = json::parse(r.out);
+  EXPECT_EQ(info["schema_version"], Store::schema_version);
+  EXPECT_EQ(info["measurements"], 5);
+  EXPECT_EQ(info["best"], 2);
+  EXPECT_EQ(info["runs"], 1);
+  Result text = run({"cache", "--db", db.string(), "info"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("schema version  1"), std::string::npos) << text.out;
+}
+
+TEST_F(CacheCliTest, DatabaseComesFromTheOptionElseTheEnvironment) {
+  auto from_env = make_db("env.db");
+  Result r = run({"cache", "best", "--json"}, from_env.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).size(), 2u);
+  auto empty_option = dir_ / "other.db";
+  { Store store = Store::open(empty_option); }
+  r = run({"cache", "best", "--json", "--db", empty_option.string()}, from_env.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).size(), 0u);
+}
+
+TEST_F(CacheCliTest, BestAndShowAgreeWithTheStore) {
+  auto db = make_db("a.db");
+  Result best = run({"cache", "best", "--json", "--db", db.string()});
+  ASSERT_EQ(best.code, 0) << best.err;
+  json entries = json::parse(best.out);
+  ASSERT_EQ(entries.size(), 2u);
+  for (const auto& e : entries) {
+    if (e["shape"] == "B=2,T=32") {
+      EXPECT_EQ(e["config"], "ALGORITHM=absorbed,TILE=32");
+      EXPECT_DOUBLE_EQ(e["median_us"].get<double>(), 11.0);
+    } else {
+      EXPECT_EQ(e["config"], "ALGORITHM=absorbed,TILE=16");
+    }
+  }
+  // The shape may be written in another order or with spaces.
+  Result show = run({"cache", "show", "--kernel", "mla", "--shape", "T=32, B=2", "--json", "--db", db.string()});
+  ASSERT_EQ(show.code, 0) << show.err;
+  json rows = json::parse(show.out);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2]["outcome"], "compile_error");
+  EXPECT_TRUE(rows[2]["timing"].is_null());
+  Result none = run({"cache", "show", "--kernel", "gemm", "--db", db.string()});
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_NE(none.out.find("no measurements of kernel gemm"), std::string::npos) << none.out;
+  Result table = run({"cache", "show", "--db", db.string()});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("5 measurement(s)"), std::string::npos) << table.out;
+}
+
+TEST_F(CacheCliTest, ExportCsvQuotesAsRfc4180AndJsonHoldsEverything) {
+  auto db = make_db("a.db");
+  Result csv = run({"cache", "export", "--format", "csv", "--db", db.string()});
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(csv.out.rfind("id,run,kernel,", 0), 0u);
+  EXPECT_NE(csv.out.find(",\"say \"\"hi\"\", then\nbye\","), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find(",\"B=2,T=32\",\"ALGORITHM=absorbed,TILE=32\",ok,11,"), std::string::npos) << csv.out;
+  std::size_t records = 0;
+  for (std::size_t at = csv.out.find("\r\n"); at != std::string::npos; at = csv.out.find("\r\n", at + 2)) ++records;
+  EXPECT_EQ(records, 6u);  // header + 5 measurements; the quoted line break is not a record end
+
+  auto out = dir_ / "all.json";
+  Result js = run({"cache", "export", "--format", "json", "-o", out.string(), "--db", db.string()});
+  ASSERT_EQ(js.code, 0) << js.err;
+  json all = json::parse(read_file(out));
+  EXPECT_EQ(all["measurements"].size(), 5u);
+  EXPECT_EQ(all["best"].size(), 2u);
+  EXPECT_EQ(all["measurements"][4]["message"], "say \"hi\", then\nbye");
+
+  Result bad = run({"cache", "export", "--format", "xml", "--db", db.string()});
+  EXPECT_EQ(bad.code, 2);
+}
+
+TEST_F(CacheCliTest, MergeTwiceEqualsMergeOnce) {
+  auto db = make_db("main.db");
+  auto shard = make_db("shard.db", -5.0);  // another run, faster everywhere
+  Result first = run({"cache", "merge", shard.string(), "--db", db.string()});
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.out.find("1 run(s), 5 measurement(s)"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("2 best entry(ies) changed"), std::string::npos) << first.out;
+  Result best_once = run({"cache", "best", "--json", "--db", db.string()});
+  Result second = run({"cache", "merge", shard.string(), "--db", db.string()});
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.out.find("0 run(s), 0 measurement(s)"), std::string::npos) << second.out;
+  Result best_twice = run({"cache", "best", "--json", "--db", db.string()});
+  EXPECT_EQ(best_once.out, best_twice.out);
+  EXPECT_EQ(json::parse(run({"cache", "info", "--json", "--db", db.string()}).out)["measurements"], 10);
+}
+
+TEST_F(CacheCliTest, ForeignFilesAreRefusedWithExitCode2AndLeftAlone) {
+  auto notes = dir_ / "notes.db";
+  {
+    std::ofstream out(notes, std::ios::binary);
+    for (int i = 0; i < 50; ++i) out << "notes, not a database " << i << "\n";
+  }
+  std::string before = content_hash(read_file(notes));
+  for (const char* command : {"info", "best", "vacuum"}) {
+    Result r = run({"cache", command, "--db", notes.string()});
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_NE(r.err.find("not an SQLite database"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  }
+  auto db = make_db("a.db");
+  Result merge = run({"cache", "merge", notes.string(), "--db", db.string()});
+  EXPECT_EQ(merge.code, 2) << merge.err;
+  EXPECT_EQ(content_hash(read_file(notes)), before);
+  Result missing = run({"cache", "info", "--db", (dir_ / "missing.db").string()});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("no such database"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(dir_ / "missing.db"));
+}
+
+TEST_F(CacheCliTest, VacuumKeepsTheContents) {
+  auto db = make_db("a.db");
+  Result r = run({"cache", "vacuum", "--db", db.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(" -> "), std::string::npos) << r.out;
+  EXPECT_EQ(json::parse(run({"cache", "info", "--json", "--db", db.string()}).out)["measurements"], 5);
+}
+
+}  // namespace
+}  // namespace mlatune
