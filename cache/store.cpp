@@ -93,7 +93,9 @@ CREATE TABLE measurements(
   relative_l2   REAL,
   max_abs       REAL,
   registers     INTEGER,
-  spills        INTEGER,
+  spill_stores  INTEGER,
+  spill_loads   INTEGER,
+  stack_frame   INTEGER,
   shared_bytes  INTEGER,
   message       TEXT NOT NULL,
   measured_at   TEXT NOT NULL,
@@ -322,16 +324,19 @@ constexpr const char* measurement_columns =
     "m.id, r.uuid, k.name, k.template_hash, k.definition_hash, "
     "d.name, d.arch, d.sm_count, d.memory_bytes, d.driver_version, t.nvrtc_version, t.mlatune_version, "
     "m.run_id, m.shape, m.config, m.outcome, m.median_us, m.min_us, m.p90_us, m.samples, m.spread, "
-    "m.timing_method, m.relative_l2, m.max_abs, m.registers, m.spills, m.shared_bytes, m.message, "
-    "m.measured_at";
+    "m.timing_method, m.relative_l2, m.max_abs, m.registers, m.spill_stores, m.spill_loads, m.stack_frame, "
+    "m.shared_bytes, m.message, m.measured_at";
 
 MeasurementRecord read_measurement(const Statement& s) {
   MeasurementRecord r;
   r.id = s.column_int64(0);
   r.run_uuid = s.column_text(1);
   r.kernel = {s.column_text(2), s.column_text(3), s.column_text(4)};
-  r.device = {s.column_text(5), s.column_text(6), static_cast<int>(s.column_int64(7)), s.column_int64(8),
-              s.column_text(9)};
+  r.device.name = s.column_text(5);
+  r.device.arch = s.column_text(6);
+  r.device.sm_count = static_cast<int>(s.column_int64(7));
+  r.device.memory_bytes = s.column_int64(8);
+  r.device.driver_version = s.column_text(9);
   r.toolchain = {s.column_text(10), s.column_text(11)};
   Measurement& m = r.measurement;
   m.run_id = s.column_int64(12);
@@ -347,11 +352,16 @@ MeasurementRecord read_measurement(const Statement& s) {
   }
   if (!s.is_null(22)) m.error = ErrorFigures{s.column_double(22), s.column_double(23)};
   if (!s.is_null(24)) {
-    m.resources = ResourceUsage{static_cast<int>(s.column_int64(24)), static_cast<int>(s.column_int64(25)),
-                                s.column_int64(26)};
+    ResourceUsage usage;
+    usage.registers = static_cast<int>(s.column_int64(24));
+    usage.spill_store_bytes = s.column_int64(25);
+    usage.spill_load_bytes = s.column_int64(26);
+    usage.stack_frame_bytes = s.column_int64(27);
+    usage.shared_bytes = s.column_int64(28);
+    m.resources = usage;
   }
-  m.message = s.column_text(27);
-  r.measured_at = s.column_text(28);
+  m.message = s.column_text(29);
+  r.measured_at = s.column_text(30);
   return r;
 }
 
@@ -589,10 +599,10 @@ std::int64_t Store::record(const Measurement& m) {
   Transaction transaction(db_);
   static const std::string insert_sql = fmt::format(
       "INSERT INTO measurements(run_id, kernel_id, device_id, toolchain_id, shape, config, outcome, "
-      "median_us, min_us, p90_us, samples, spread, timing_method, relative_l2, max_abs, registers, spills, "
-      "shared_bytes, message, measured_at) "
+      "median_us, min_us, p90_us, samples, spread, timing_method, relative_l2, max_abs, registers, "
+      "spill_stores, spill_loads, stack_frame, shared_bytes, message, measured_at) "
       "SELECT id, kernel_id, device_id, toolchain_id, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-      "?14, ?15, ?16, {} FROM runs WHERE id = ?1",
+      "?14, ?15, ?16, ?17, ?18, {} FROM runs WHERE id = ?1",
       now_sql);
   auto insert = statements_.get(db_, insert_sql);
   insert->bind(1, m.run_id).bind(2, m.shape).bind(3, m.config).bind(4, std::string(to_string(m.outcome)));
@@ -612,11 +622,15 @@ std::int64_t Store::record(const Measurement& m) {
     insert->bind_null(11).bind_null(12);
   }
   if (m.resources) {
-    insert->bind(13, m.resources->registers).bind(14, m.resources->spills).bind(15, m.resources->shared_bytes);
+    insert->bind(13, m.resources->registers)
+        .bind(14, m.resources->spill_store_bytes)
+        .bind(15, m.resources->spill_load_bytes)
+        .bind(16, m.resources->stack_frame_bytes)
+        .bind(17, m.resources->shared_bytes);
   } else {
-    insert->bind_null(13).bind_null(14).bind_null(15);
+    insert->bind_null(13).bind_null(14).bind_null(15).bind_null(16).bind_null(17);
   }
-  insert->bind(16, m.message);
+  insert->bind(18, m.message);
   insert->run();
   if (db_.changes() != 1) throw InputError(fmt::format("record: no run with id {}", m.run_id));
   std::int64_t id = db_.last_insert_rowid();
@@ -965,11 +979,11 @@ MergeCounts Store::merge(const std::filesystem::path& other) {
   // time and when it was taken.
   db_.execute(
       "INSERT INTO main.measurements(run_id, kernel_id, device_id, toolchain_id, shape, config, outcome, "
-      "median_us, min_us, p90_us, samples, spread, timing_method, relative_l2, max_abs, registers, spills, "
-      "shared_bytes, message, measured_at) "
+      "median_us, min_us, p90_us, samples, spread, timing_method, relative_l2, max_abs, registers, "
+      "spill_stores, spill_loads, stack_frame, shared_bytes, message, measured_at) "
       "SELECT r.id, r.kernel_id, r.device_id, r.toolchain_id, m.shape, m.config, m.outcome, m.median_us, "
       "m.min_us, m.p90_us, m.samples, m.spread, m.timing_method, m.relative_l2, m.max_abs, m.registers, "
-      "m.spills, m.shared_bytes, m.message, m.measured_at "
+      "m.spill_stores, m.spill_loads, m.stack_frame, m.shared_bytes, m.message, m.measured_at "
       "FROM other.measurements m JOIN other.runs o ON o.id = m.run_id JOIN main.runs r ON r.uuid = o.uuid "
       "WHERE NOT EXISTS (SELECT 1 FROM main.measurements x WHERE x.run_id = r.id AND x.shape = m.shape "
       "  AND x.config = m.config AND x.outcome = m.outcome AND x.median_us IS m.median_us "

@@ -24,19 +24,11 @@
 #include <vector>
 
 #include "cache/sqlite.h"
+#include "tuner/device.h"
 #include "tuner/outcome.h"
+#include "tuner/resource_usage.h"
 
 namespace mlatune {
-
-/// A GPU, as far as results depend on it.
-struct DeviceInfo {
-  std::string name;            // "NVIDIA H200"
-  std::string arch;            // "sm_90"
-  int sm_count = 0;
-  std::int64_t memory_bytes = 0;
-  std::string driver_version;  // "580.65"
-  bool operator==(const DeviceInfo&) const = default;
-};
 
 /// The compiler and framework versions a result was produced with.
 struct ToolchainInfo {
@@ -98,13 +90,6 @@ struct Timing {
 struct ErrorFigures {
   double relative_l2 = 0;
   double max_abs = 0;
-};
-
-/// What ptxas reports for a compiled kernel.
-struct ResourceUsage {
-  int registers = 0;
-  int spills = 0;  // bytes spilled (stores + loads)
-  std::int64_t shared_bytes = 0;
 };
 
 /// The result for one config at one shape in one run.  Shape and config are

@@ -128,7 +128,9 @@ json measurement_json(const MeasurementRecord& r) {
                          : json(nullptr);
   j["error"] = m.error ? json{{"relative_l2", m.error->relative_l2}, {"max_abs", m.error->max_abs}} : json(nullptr);
   j["resources"] = m.resources ? json{{"registers", m.resources->registers},
-                                      {"spills", m.resources->spills},
+                                      {"spill_store_bytes", m.resources->spill_store_bytes},
+                                      {"spill_load_bytes", m.resources->spill_load_bytes},
+                                      {"stack_frame_bytes", m.resources->stack_frame_bytes},
                                       {"shared_bytes", m.resources->shared_bytes}}
                                : json(nullptr);
   return j;
@@ -171,7 +173,7 @@ void write_csv(std::ostream& out, const std::vector<MeasurementRecord>& records)
   const std::vector<std::string> header = {
       "id", "run", "kernel", "template_hash", "definition_hash", "device", "arch", "sm_count", "memory_bytes",
       "driver_version", "nvrtc_version", "mlatune_version", "shape", "config", "outcome", "median_us", "min_us",
-      "p90_us", "samples", "spread", "timing_method", "relative_l2", "max_abs", "registers", "spills",
+      "p90_us", "samples", "spread", "timing_method", "relative_l2", "max_abs", "registers", "spill_bytes",
       "shared_bytes", "message", "measured_at"};
   auto write_row = [&](const std::vector<std::string>& fields) {
     for (std::size_t i = 0; i < fields.size(); ++i) out << (i ? "," : "") << csv_field(fields[i]);
@@ -189,7 +191,7 @@ void write_csv(std::ostream& out, const std::vector<MeasurementRecord>& records)
                t ? std::to_string(t->samples) : "", t ? csv_number(t->spread) : "", t ? t->method : "",
                m.error ? csv_number(m.error->relative_l2) : "", m.error ? csv_number(m.error->max_abs) : "",
                m.resources ? std::to_string(m.resources->registers) : "",
-               m.resources ? std::to_string(m.resources->spills) : "",
+               m.resources ? std::to_string(m.resources->spill_store_bytes + m.resources->spill_load_bytes) : "",
                m.resources ? std::to_string(m.resources->shared_bytes) : "", m.message, r.measured_at});
   }
 }
@@ -256,7 +258,7 @@ void show(const CacheOptions& o) {
                number(m.timing ? std::optional(m.timing->p90_us) : std::nullopt),
                scientific(m.error ? std::optional(m.error->relative_l2) : std::nullopt),
                m.resources ? std::to_string(m.resources->registers) : "",
-               m.resources ? std::to_string(m.resources->spills) : "", one_line(m.message, 60)});
+               m.resources ? std::to_string(m.resources->spill_store_bytes + m.resources->spill_load_bytes) : "", one_line(m.message, 60)});
   }
   table.print(stdout);
   fmt::print("{} measurement(s)\n", records.size());

@@ -39,7 +39,7 @@ Measurement ok(std::int64_t run, std::string shape, std::string config, double m
   m.outcome = Outcome::ok;
   m.timing = Timing{median, median * 0.9, median * 1.1, 100, 0.2, "cuda events, L2 flushed"};
   m.error = ErrorFigures{1e-7, 1e-6};
-  m.resources = ResourceUsage{64, 0, 4096};
+  m.resources = ResourceUsage{.registers = 64, .shared_bytes = 4096};
   return m;
 }
 

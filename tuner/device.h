@@ -14,9 +14,10 @@ struct DeviceInfo {
   std::string arch;            // "sm_90"
   int sm_count = 0;
   std::int64_t memory_bytes = 0;
-  std::int64_t l2_bytes = 0;
   std::string driver_version;  // "13.0" (the CUDA version the driver supports)
+  std::int64_t l2_bytes = 0;
   std::int64_t max_shared_per_block_optin = 0;  // bytes, with the opt-in attribute
+  bool operator==(const DeviceInfo&) const = default;
 };
 
 /// Device 0, or nullopt when there is none; then *why_not (when given) says
