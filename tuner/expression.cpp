@@ -91,9 +91,18 @@ ExpressionSyntaxError translate(const mu::ParserError& error, const std::string&
     case mu::ecTOO_MANY_PARAMS:
     case mu::ecTOO_FEW_PARAMS:
       return {offset, fmt::format("wrong number of arguments to '{}'", token)};
-    case mu::ecUNASSIGNABLE_TOKEN:
+    case mu::ecUNASSIGNABLE_TOKEN: {
+      // muParser's token is the whole rest of the expression: name only its
+      // first name or character.
+      std::size_t length = 1;
+      while (length < token.size() && is_name_char(token[0]) && is_name_char(token[length])) ++length;
+      std::string first = token.substr(0, length);
+      if (!first.empty() && std::string("+-*/%^<>=!&|?:").find(first[0]) != std::string::npos)
+        return {offset, fmt::format("unexpected operator '{}'; expected a number, a name or '(' "
+                                    "before it", first)};
       return {offset, fmt::format("unexpected '{}'; expected a number, a name, an operator or one "
-                                  "of the functions {}", token, functions)};
+                                  "of the functions {}", first, functions)};
+    }
     case mu::ecMISPLACED_COLON:
     case mu::ecUNEXPECTED_CONDITIONAL:
     case mu::ecMISSING_ELSE_CLAUSE:
