@@ -106,6 +106,8 @@ ExpressionSyntaxError translate(const mu::ParserError& error, const std::string&
     case mu::ecMISPLACED_COLON:
     case mu::ecUNEXPECTED_CONDITIONAL:
     case mu::ecMISSING_ELSE_CLAUSE:
+      // muParser reports these at the start of the expression: point at the '?'.
+      if (offset == 0 && text.find('?') != std::string::npos) offset = text.find('?');
       return {offset, "malformed conditional; expected 'condition ? value : value'"};
     default: {
       std::string message = error.GetMsg();
