@@ -119,6 +119,10 @@ TEST(SearchSpace, ShapeTextRoundTripsAndRejectsBadShapes) {
       ADD_FAILURE() << text << " was accepted";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      // Located at the declaration of the shape variables in the space file.
+      EXPECT_EQ(e.where().file, s.file_name());
+      EXPECT_EQ(e.where().line, 14);
+      EXPECT_EQ(e.where().column, 14);
     }
   };
   fails_with("N=1000", "lacks variable 'M'");
@@ -142,6 +146,13 @@ TEST(SearchSpace, ConfigTextRoundTripsForEveryConfig) {
   Config c = s.parse_config("VECTOR=true,ITEMS=4,THREADS=64,ALGORITHM=unrolled");
   EXPECT_EQ(c.choice, (std::vector<std::uint32_t>{2, 1, 2, 1}));
   EXPECT_EQ(s.config_string(c), "ALGORITHM=unrolled,THREADS=64,ITEMS=4,VECTOR=true");
+  try {
+    s.parse_config("ALGORITHM=plain,THREADS=48,ITEMS=4,VECTOR=true");
+    ADD_FAILURE() << "THREADS=48 accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().line, 28);  // the THREADS parameter
+    EXPECT_NE(e.message().find("THREADS=48 is not one of its values"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(s.parse_config("ALGORITHM=plain,THREADS=64,ITEMS=4"), InputError);         // missing
   EXPECT_THROW(s.parse_config("ALGORITHM=fast,THREADS=64,ITEMS=4,VECTOR=true"), InputError);  // value
   EXPECT_THROW(s.parse_config("ALGORITHM=plain,THREADS=64,ITEMS=4,VECTOR=true,X=1"), InputError);

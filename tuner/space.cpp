@@ -246,7 +246,8 @@ std::string SearchSpace::definition_hash() const {
 namespace {
 
 std::vector<std::pair<std::string, std::string>> split_assignments(std::string_view text,
-                                                                   const char* what) {
+                                                                   const char* what,
+                                                                   const SourceLocation& where) {
   std::vector<std::pair<std::string, std::string>> out;
   auto trim = [](std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -260,7 +261,7 @@ std::vector<std::pair<std::string, std::string>> split_assignments(std::string_v
     std::string_view item = text.substr(start, comma - start);
     std::size_t eq = item.find('=');
     if (eq == std::string_view::npos || trim(item.substr(0, eq)).empty())
-      throw InputError(fmt::format("malformed {} '{}': item '{}' is not NAME=VALUE; expected "
+      throw InputError(where, fmt::format("malformed {} '{}': item '{}' is not NAME=VALUE; expected "
                                    "NAME=VALUE,NAME=VALUE,...", what, text, trim(item)));
     out.emplace_back(trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
     start = comma + 1;
@@ -275,24 +276,28 @@ Shape SearchSpace::parse_shape(std::string_view text) const {
   Shape shape;
   shape.values.assign(names.size(), 0);
   std::vector<bool> seen(names.size(), false);
-  for (const auto& [name, value] : split_assignments(text, "shape")) {
+  for (const auto& [name, value] : split_assignments(text, "shape", impl_->shape_variables_where)) {
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end())
-      throw InputError(fmt::format("shape '{}': unknown shape variable '{}'; expected {}", text, name,
-                                   fmt::join(names, ", ")));
+      throw InputError(impl_->shape_variables_where,
+                       fmt::format("shape '{}': unknown shape variable '{}'; expected {}", text,
+                                   name, fmt::join(names, ", ")));
     std::size_t index = static_cast<std::size_t>(it - names.begin());
     if (seen[index])
-      throw InputError(fmt::format("shape '{}': variable '{}' is given twice", text, name));
+      throw InputError(impl_->shape_variables_where,
+                       fmt::format("shape '{}': variable '{}' is given twice", text, name));
     std::int64_t number = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
     if (ec != std::errc() || end != value.data() + value.size() || number <= 0)
-      throw InputError(fmt::format("shape '{}': {}={} is not a positive integer", text, name, value));
+      throw InputError(impl_->shape_variables_where,
+                       fmt::format("shape '{}': {}={} is not a positive integer", text, name, value));
     shape.values[index] = number;
     seen[index] = true;
   }
   for (std::size_t i = 0; i < names.size(); ++i)
     if (!seen[i])
-      throw InputError(fmt::format("shape '{}' lacks variable '{}'; expected every one of {}", text,
+      throw InputError(impl_->shape_variables_where,
+                       fmt::format("shape '{}' lacks variable '{}'; expected every one of {}", text,
                                    names[i], fmt::join(names, ", ")));
   return shape;
 }
@@ -311,25 +316,29 @@ Config SearchSpace::parse_config(std::string_view text) const {
   config.choice.assign(parameters.size(), 0);
   std::vector<bool> seen(parameters.size(), false);
   if (!parameters.empty() || !text.empty()) {
-    for (const auto& [name, value] : split_assignments(text, "config")) {
+    for (const auto& [name, value] : split_assignments(text, "config", impl_->parameters_where)) {
       auto it = std::find_if(parameters.begin(), parameters.end(),
                              [&](const Parameter& p) { return p.name == name; });
       if (it == parameters.end())
-        throw InputError(fmt::format("config '{}': unknown parameter '{}'", text, name));
+        throw InputError(impl_->parameters_where,
+                         fmt::format("config '{}': unknown parameter '{}'", text, name));
       std::size_t index = static_cast<std::size_t>(it - parameters.begin());
       if (seen[index])
-        throw InputError(fmt::format("config '{}': parameter '{}' is given twice", text, name));
+        throw InputError(it->where,
+                         fmt::format("config '{}': parameter '{}' is given twice", text, name));
       auto v = std::find(it->text.begin(), it->text.end(), value);
       if (v == it->text.end())
-        throw InputError(fmt::format("config '{}': {}={} is not one of its values; expected one of {}",
-                                     text, name, value, fmt::join(it->text, ", ")));
+        throw InputError(it->where,
+                         fmt::format("config '{}': {}={} is not one of its values; expected one "
+                                     "of {}", text, name, value, fmt::join(it->text, ", ")));
       config.choice[index] = static_cast<std::uint32_t>(v - it->text.begin());
       seen[index] = true;
     }
   }
   for (std::size_t i = 0; i < parameters.size(); ++i)
     if (!seen[i])
-      throw InputError(fmt::format("config '{}' lacks parameter '{}'", text, parameters[i].name));
+      throw InputError(parameters[i].where,
+                       fmt::format("config '{}' lacks parameter '{}'", text, parameters[i].name));
   return config;
 }
 

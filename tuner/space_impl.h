@@ -42,6 +42,8 @@ struct SpaceData {
   KernelSource kernel;
   KernelSource reference;
   std::vector<std::string> shape_variables;
+  SourceLocation shape_variables_where;  // `shape.variables`, for shape errors
+  SourceLocation parameters_where;       // `parameters:`, for config errors
   std::vector<std::string> compiled_shape_variables;
   std::vector<Shape> default_shapes;
   std::vector<Argument> arguments;

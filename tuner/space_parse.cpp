@@ -245,6 +245,7 @@ void Reader::read_shape(const Entry& entry) {
   auto keys = map(entry.value, at(entry), "'shape'", {"variables", "compiled", "defaults"},
                   {"variables", "defaults"});
   const YAML::Node& variables = list(keys.at("variables"), "'shape.variables'");
+  space_->shape_variables_where = at(keys.at("variables"));
   if (variables.size() == 0)
     fail(at(keys.at("variables")), "'shape.variables' is empty; expected at least one variable");
   for (const YAML::Node& v : variables) {
@@ -285,6 +286,7 @@ void Reader::read_shape(const Entry& entry) {
 
 void Reader::read_parameters(const Entry& entry) {
   auto keys = map(entry.value, at(entry), "'parameters'", {}, {});
+  space_->parameters_where = at(entry.key);
   // Keys in file order (the map above is sorted by name).
   for (auto it = entry.value.begin(); it != entry.value.end(); ++it) {
     const YAML::Node key = it->first;
