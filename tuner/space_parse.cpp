@@ -285,7 +285,7 @@ void Reader::read_shape(const Entry& entry) {
 }
 
 void Reader::read_parameters(const Entry& entry) {
-  auto keys = map(entry.value, at(entry), "'parameters'", {}, {});
+  map(entry.value, at(entry), "'parameters'", {}, {});  // a map without duplicate names
   space_->parameters_where = at(entry.key);
   // Keys in file order (the map above is sorted by name).
   for (auto it = entry.value.begin(); it != entry.value.end(); ++it) {
@@ -344,7 +344,6 @@ void Reader::read_parameters(const Entry& entry) {
     // collision is reported at the value whichever comes first in the file.
     pending_values_.emplace_back(space_->parameters.size() - 1, value_at);
   }
-  (void)keys;
   for (const auto& [index, locations] : pending_values_) {
     const Parameter& p = space_->parameters[index];
     if (p.kind != ValueKind::name) continue;
@@ -422,7 +421,6 @@ void Reader::read_constraints(const Entry& entry) {
 
 void Reader::read_geometry(KernelSource& source, const std::map<std::string, Entry>& keys,
                            const std::string& section, const SourceLocation& where, Scope scope) {
-  (void)where;
   for (const char* name : {"grid", "block"}) {
     const Entry& e = keys.at(name);
     const std::string what = fmt::format("{}.{}", section, name);
