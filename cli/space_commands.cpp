@@ -1,4 +1,5 @@
 // mlatune space ...: check, count, list and edit search-space files.
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -44,6 +45,16 @@ std::string counts_summary(const SearchSpace& space) {
                      space.raw_count(), fmt::join(parts, "; "));
 }
 
+// When no config is valid, which constraint is to blame.
+std::string none_left_note(const SearchSpace& space, const Shape& shape, std::uint64_t valid) {
+  if (valid > 0) return {};
+  std::string worst = space.most_restrictive_constraint(shape);
+  if (worst.empty()) return {};
+  auto it = std::find_if(space.constraints().begin(), space.constraints().end(),
+                         [&](const Expression& c) { return c.text() == worst; });
+  return fmt::format(" (constraint '{}' at {} removes the most)", worst, it->where().str());
+}
+
 void run_validate(const SpaceOptions& o) {
   SearchSpace space = SearchSpace::load(o.file);
   fmt::print("{}: ok: kernel {}, {}\n", o.file, space.kernel_name(), counts_summary(space));
@@ -51,9 +62,11 @@ void run_validate(const SpaceOptions& o) {
 
 void run_count(const SpaceOptions& o) {
   SearchSpace space = SearchSpace::load(o.file);
-  for (const Shape& shape : shapes_for(space, o.shape))
-    fmt::print("{} valid of {} raw configs at {}\n", space.count(shape), space.raw_count(),
-               space.shape_string(shape));
+  for (const Shape& shape : shapes_for(space, o.shape)) {
+    std::uint64_t valid = space.count(shape);
+    fmt::print("{} valid of {} raw configs at {}{}\n", valid, space.raw_count(),
+               space.shape_string(shape), none_left_note(space, shape, valid));
+  }
 }
 
 nlohmann::ordered_json config_json(const SearchSpace& space, const Config& config) {
@@ -84,6 +97,9 @@ void run_list(const SpaceOptions& o) {
     return o.limit == 0 || listed < o.limit;
   });
   if (o.json) fmt::print("{}\n", all.dump(2));
+  if (listed == 0)
+    fmt::print(stderr, "mlatune: no valid config at {}{}\n", space.shape_string(shape),
+               none_left_note(space, shape, 0));
 }
 
 std::string read_space_text(const std::string& file) {

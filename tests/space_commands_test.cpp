@@ -93,6 +93,21 @@ TEST_F(SpaceCommands, CountForAGivenShapeAndForTheDefaults) {
   EXPECT_EQ(r.out, "70 valid of 96 raw configs at N=1000,M=16\n35 valid of 96 raw configs at N=64,M=3\n");
 }
 
+TEST_F(SpaceCommands, AShapeWithNoValidConfigNamesTheConstraintToBlame) {
+  fs::path file = copy_small();
+  std::string text = read_file(file);
+  text += "  - N >= 32\n";  // constraints: is the last section of small.yaml
+  std::ofstream(file, std::ios::binary) << text;
+  Outcome r = run({"space", "count", file.string(), "--shape", "N=8,M=4"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "0 valid of 96 raw configs at N=8,M=4 (constraint 'N >= 32' at " + file.string() +
+                       ":47:5 removes the most)\n");
+  r = run({"space", "list", file.string(), "--shape", "N=8,M=4"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(r.err.find("no valid config at N=8,M=4"), std::string::npos) << r.err;
+}
+
 TEST_F(SpaceCommands, ListAsTextAndJson) {
   const std::string file = (spaces_dir / "small.yaml").string();
   Outcome r = run({"space", "list", file, "--shape", "N=64,M=3", "--limit", "3"});
