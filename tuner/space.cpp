@@ -166,10 +166,11 @@ SearchSpace SearchSpace::parse(std::string_view text, const std::string& file_na
 
 SearchSpace SearchSpace::load(const std::filesystem::path& file) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec))
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
     throw InputError(SourceLocation{file.string()},
-                     std::filesystem::exists(file, ec) ? "not a regular file; expected a search-space YAML file"
-                                                       : "no such file; expected a search-space YAML file");
+                     "not a regular file; expected a search-space YAML file");
+  // Not on disk: the copy embedded in this build, if any (spaces shipped with
+  // mlatune work from any directory); InputError when there is none.
   LoadedText loaded = load_text_file(file);
   std::filesystem::path base = file.parent_path();
   if (base.empty()) base = ".";
