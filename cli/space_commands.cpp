@@ -118,9 +118,8 @@ std::string read_space_text(const std::string& file) {
 void write_edit(const std::string& file, const std::string& new_text, const std::string& what) {
   fs::path base = fs::path(file).parent_path();
   if (base.empty()) base = ".";
-  replace_file_validated(file, new_text, [&](std::string_view text) {
-    SearchSpace::parse(text, file, base);
-  });
+  replace_file_validated(file, new_text,
+                         [&](std::string_view text) { SearchSpace::parse(text, file, base); });
   SearchSpace space = SearchSpace::parse(new_text, file, base);
   fmt::print("{}: {}; {}\n", file, what, counts_summary(space));
 }
@@ -135,7 +134,8 @@ std::vector<std::string> split_values(const std::string& text) {
     item.erase(0, item.find_first_not_of(' '));
     item.erase(item.find_last_not_of(' ') + 1);
     if (item.empty())
-      throw InputError(fmt::format("empty value in '{}'; expected values separated by commas", text));
+      throw InputError(
+          fmt::format("empty value in '{}'; expected values separated by commas", text));
     out.push_back(item);
     start = comma + 1;
   }
@@ -160,11 +160,13 @@ void add_space_commands(CLI::App& app) {
       ->callback([o] { run_validate(*o); });
 
   CLI::App* count = file_command(*space, "count", "count the valid configs for a shape", o);
-  count->add_option("--shape", o->shape, "e.g. B=2,T=32,H=4,D=16,R=24 (default: the space's default shapes)");
+  count->add_option("--shape", o->shape,
+                    "e.g. B=2,T=32,H=4,D=16,R=24 (default: the space's default shapes)");
   count->callback([o] { run_count(*o); });
 
   CLI::App* list = file_command(*space, "list", "list the valid configs for a shape", o);
-  list->add_option("--shape", o->shape, "e.g. B=2,T=32,H=4,D=16,R=24 (default: the first default shape)");
+  list->add_option("--shape", o->shape,
+                   "e.g. B=2,T=32,H=4,D=16,R=24 (default: the first default shape)");
   list->add_option("--limit", o->limit, "list at most N configs (0: all)");
   list->add_flag("--json", o->json, "print a JSON array of objects");
   list->callback([o] { run_list(*o); });

@@ -35,8 +35,8 @@ std::size_t error_offset(const std::string& text, std::string* message = nullptr
 TEST(Expression, ArithmeticIsRealAndPercentIsFmod) {
   EXPECT_DOUBLE_EQ(value_of("A / B"), 3.5);
   EXPECT_DOUBLE_EQ(value_of("A % B"), 1.0);
-  EXPECT_DOUBLE_EQ(value_of("A % B * 3"), 3.0);   // same precedence as *, left to right
-  EXPECT_DOUBLE_EQ(value_of("A + B % 4"), 9.0);   // binds tighter than +
+  EXPECT_DOUBLE_EQ(value_of("A % B * 3"), 3.0);  // same precedence as *, left to right
+  EXPECT_DOUBLE_EQ(value_of("A + B % 4"), 9.0);  // binds tighter than +
   EXPECT_DOUBLE_EQ(value_of("7.5 % 2"), 1.5);
   EXPECT_TRUE(std::isnan(value_of("A % C")));
   EXPECT_DOUBLE_EQ(value_of("B ^ 3"), 8.0);

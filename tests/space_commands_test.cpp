@@ -77,8 +77,9 @@ class SpaceCommands : public ::testing::Test {
 TEST_F(SpaceCommands, ValidatePrintsAOneLineSummary) {
   Outcome r = run({"space", "validate", (spaces_dir / "small.yaml").string()});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("4 parameters, 96 raw configs; 70 valid at N=1000,M=16; 35 valid at N=64,M=3"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("4 parameters, 96 raw configs; 70 valid at N=1000,M=16; 35 valid at N=64,M=3"),
+      std::string::npos)
       << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
   EXPECT_TRUE(r.err.empty()) << r.err;
@@ -90,7 +91,8 @@ TEST_F(SpaceCommands, CountForAGivenShapeAndForTheDefaults) {
   EXPECT_EQ(r.out, "35 valid of 96 raw configs at N=50,M=3\n");
   r = run({"space", "count", (spaces_dir / "small.yaml").string()});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "70 valid of 96 raw configs at N=1000,M=16\n35 valid of 96 raw configs at N=64,M=3\n");
+  EXPECT_EQ(r.out,
+            "70 valid of 96 raw configs at N=1000,M=16\n35 valid of 96 raw configs at N=64,M=3\n");
 }
 
 TEST_F(SpaceCommands, AShapeWithNoValidConfigNamesTheConstraintToBlame) {
@@ -100,8 +102,8 @@ TEST_F(SpaceCommands, AShapeWithNoValidConfigNamesTheConstraintToBlame) {
   std::ofstream(file, std::ios::binary) << text;
   Outcome r = run({"space", "count", file.string(), "--shape", "N=8,M=4"});
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "0 valid of 96 raw configs at N=8,M=4 (constraint 'N >= 32' at " + file.string() +
-                       ":47:5 removes the most)\n");
+  EXPECT_EQ(r.out, "0 valid of 96 raw configs at N=8,M=4 (constraint 'N >= 32' at " +
+                       file.string() + ":47:5 removes the most)\n");
   r = run({"space", "list", file.string(), "--shape", "N=8,M=4"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(r.out.empty());
@@ -153,7 +155,8 @@ TEST_F(SpaceCommands, EveryMalformedFileGivesFileLineColumnAndExitCodeTwo) {
       Outcome r = run({"space", command, path});
       EXPECT_EQ(r.code, 2) << command << ": " << r.err;
       EXPECT_EQ(r.err.rfind("mlatune: error: " + path + ":" + std::string(m[1]) + ":" +
-                                std::string(m[2]) + ": ", 0),
+                                std::string(m[2]) + ": ",
+                            0),
                 0u)
           << r.err;
       EXPECT_TRUE(r.out.empty()) << r.out;
@@ -182,7 +185,8 @@ TEST_F(SpaceCommands, ConstrainValidatesBeforeWriting) {
   r = run({"space", "constrain", file.string(), "ITEMS <= 2"});
   EXPECT_EQ(r.code, 0) << r.err;
   r = run({"space", "count", file.string(), "--shape", "N=64,M=3"});
-  EXPECT_EQ(r.out, "20 valid of 96 raw configs at N=64,M=3\n");  // 8 (THREADS, ITEMS) pairs: 8 + 8 + 4
+  EXPECT_EQ(r.out,
+            "20 valid of 96 raw configs at N=64,M=3\n");  // 8 (THREADS, ITEMS) pairs: 8 + 8 + 4
 }
 
 TEST_F(SpaceCommands, EditOfAnUnknownParameterExitsWithTwo) {

@@ -222,7 +222,8 @@ TEST(Sampling, UniformOverValidConfigsWithHighAcceptance) {
   std::mt19937_64 rng(12345);
   const int draws = 70 * 300;
   bool only_valid = false;
-  double chi2 = sampled_chi_square(s, shape, [&] { return s.sample(shape, rng); }, draws, &only_valid);
+  double chi2 = sampled_chi_square(
+      s, shape, [&] { return s.sample(shape, rng); }, draws, &only_valid);
   EXPECT_TRUE(only_valid);
   EXPECT_LT(chi2, chi_square_critical(69)) << "chi2 " << chi2;
 }
@@ -230,16 +231,18 @@ TEST(Sampling, UniformOverValidConfigsWithHighAcceptance) {
 TEST(Sampling, UniformOverValidConfigsWithTinyAcceptance) {
   // 20 valid of 8000 raw: rejection almost always gives up, so this exercises
   // the exact walk that skips subtrees by their counts.
-  SearchSpace s = make_space({"A: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]",
-                              "B: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]",
-                              "C: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]"},
-                             {"A + B == 19", "C == A % 4"});
+  SearchSpace s =
+      make_space({"A: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]",
+                  "B: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]",
+                  "C: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]"},
+                 {"A + B == 19", "C == A % 4"});
   Shape shape{{64, 8}};
   ASSERT_EQ(s.count(shape), 20u);
   std::mt19937_64 rng(777);
   const int draws = 20 * 500;
   bool only_valid = false;
-  double chi2 = sampled_chi_square(s, shape, [&] { return s.sample(shape, rng); }, draws, &only_valid);
+  double chi2 = sampled_chi_square(
+      s, shape, [&] { return s.sample(shape, rng); }, draws, &only_valid);
   EXPECT_TRUE(only_valid);
   EXPECT_LT(chi2, chi_square_critical(19)) << "chi2 " << chi2;
 }
@@ -265,8 +268,8 @@ TEST(Sampling, TheTestCatchesABiasedSampler) {
   // And one that never draws the last valid config (rejection from a list
   // missing one element) is caught too.
   std::uniform_int_distribution<std::size_t> pick(0, valid.size() - 2);
-  chi2 = sampled_chi_square(s, shape, [&]() -> std::optional<Config> { return valid[pick(rng)]; },
-                            70 * 300, &only_valid);
+  chi2 = sampled_chi_square(
+      s, shape, [&]() -> std::optional<Config> { return valid[pick(rng)]; }, 70 * 300, &only_valid);
   EXPECT_GT(chi2, chi_square_critical(69)) << "chi2 " << chi2;
 }
 

@@ -94,7 +94,8 @@ TEST(SearchSpace, ReadsEveryPartOfTheFile) {
   EXPECT_DOUBLE_EQ(s.tolerance().relative_l2, 1e-6);
   ASSERT_TRUE(s.tolerance().max_abs.has_value());
   EXPECT_DOUBLE_EQ(*s.tolerance().max_abs, 1e-4);
-  EXPECT_EQ(s.config_string(s.default_config()), "ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=false");
+  EXPECT_EQ(s.config_string(s.default_config()),
+            "ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=false");
 
   EXPECT_EQ(s.template_text(), read_file(spaces_dir / "tiny.cu"));
   EXPECT_EQ(s.reference_text(), read_file(spaces_dir / "tiny_reference.cu"));
@@ -151,10 +152,12 @@ TEST(SearchSpace, ConfigTextRoundTripsForEveryConfig) {
     ADD_FAILURE() << "THREADS=48 accepted";
   } catch (const InputError& e) {
     EXPECT_EQ(e.where().line, 28);  // the THREADS parameter
-    EXPECT_NE(e.message().find("THREADS=48 is not one of its values"), std::string::npos) << e.what();
+    EXPECT_NE(e.message().find("THREADS=48 is not one of its values"), std::string::npos)
+        << e.what();
   }
-  EXPECT_THROW(s.parse_config("ALGORITHM=plain,THREADS=64,ITEMS=4"), InputError);         // missing
-  EXPECT_THROW(s.parse_config("ALGORITHM=fast,THREADS=64,ITEMS=4,VECTOR=true"), InputError);  // value
+  EXPECT_THROW(s.parse_config("ALGORITHM=plain,THREADS=64,ITEMS=4"), InputError);  // missing
+  EXPECT_THROW(s.parse_config("ALGORITHM=fast,THREADS=64,ITEMS=4,VECTOR=true"),
+               InputError);  // value
   EXPECT_THROW(s.parse_config("ALGORITHM=plain,THREADS=64,ITEMS=4,VECTOR=true,X=1"), InputError);
   EXPECT_THROW(s.config_string(Config{{0, 9, 0, 0}}), InputError);  // choice out of range
 }
@@ -162,7 +165,8 @@ TEST(SearchSpace, ConfigTextRoundTripsForEveryConfig) {
 TEST(SearchSpace, GeometryEvaluatesTheLaunchExpressions) {
   SearchSpace s = small_space();
   Shape shape = s.parse_shape("N=1000,M=16");
-  LaunchGeometry g = s.geometry(s.parse_config("ALGORITHM=tiled,THREADS=64,ITEMS=2,VECTOR=true"), shape);
+  LaunchGeometry g =
+      s.geometry(s.parse_config("ALGORITHM=tiled,THREADS=64,ITEMS=2,VECTOR=true"), shape);
   EXPECT_TRUE(g.valid()) << g.invalid_reason;
   EXPECT_EQ(g.grid[0], 8);  // ceil(1000 / 128)
   EXPECT_EQ(g.grid[1], 1);
@@ -179,7 +183,8 @@ TEST(SearchSpace, GeometryEvaluatesTheLaunchExpressions) {
 }
 
 TEST(SearchSpace, NonIntegerGridIsAnInvalidGeometryValueNotAnError) {
-  SearchSpace s = small_with("grid: [ceil(N / (THREADS * ITEMS)), 1, 1]", "grid: [N / THREADS, 1, 1]");
+  SearchSpace s =
+      small_with("grid: [ceil(N / (THREADS * ITEMS)), 1, 1]", "grid: [N / THREADS, 1, 1]");
   Config c = s.parse_config("ALGORITHM=plain,THREADS=64,ITEMS=1,VECTOR=false");
   LaunchGeometry g = s.geometry(c, s.parse_shape("N=1000,M=16"));
   EXPECT_FALSE(g.valid());
@@ -296,7 +301,8 @@ TEST(SearchSpace, DefinitionHashIgnoresCommentsLayoutAndDefaultShapes) {
   EXPECT_EQ(hash_of("# another comment\n\n" + text), base);
   EXPECT_EQ(hash_of(edited("{N: 1000, M: 16}", "{N: 4096, M: 16}")), base);
   EXPECT_EQ(hash_of(edited("THREADS * ITEMS <= 512", "THREADS*ITEMS<=512")), base);
-  EXPECT_EQ(hash_of(edited("  THREADS: [32, 64, 128, 256]", "  THREADS:\n    - 32\n    - 64\n    - 128\n    - 256")),
+  EXPECT_EQ(hash_of(edited("  THREADS: [32, 64, 128, 256]",
+                           "  THREADS:\n    - 32\n    - 64\n    - 128\n    - 256")),
             base);
   EXPECT_NE(hash_of(edited("[32, 64, 128, 256]", "[32, 64, 128, 256, 512]")), base);
   EXPECT_NE(hash_of(edited("THREADS * ITEMS <= 512", "THREADS * ITEMS <= 256")), base);
@@ -310,7 +316,10 @@ TEST(SearchSpace, ConstMethodsAreSafeFromManyThreads) {
   const SearchSpace s = small_space();
   const Shape shape = s.default_shapes()[0];
   std::vector<Config> valid;
-  s.for_each_valid(shape, [&](const Config& c) { valid.push_back(c); return true; });
+  s.for_each_valid(shape, [&](const Config& c) {
+    valid.push_back(c);
+    return true;
+  });
   std::vector<LaunchGeometry> expected;
   for (const Config& c : valid) expected.push_back(s.geometry(c, shape));
   std::atomic<int> mismatches{0};
@@ -342,7 +351,8 @@ TEST(SearchSpaceErrors, EveryMalformedFileFailsAtItsExpectedLocation) {
   const std::regex expect_line(R"(# expect: (\d+):(\d+): (.*))");
   int files = 0;
   std::vector<fs::path> paths;
-  for (const auto& entry : fs::directory_iterator(spaces_dir / "bad")) paths.push_back(entry.path());
+  for (const auto& entry : fs::directory_iterator(spaces_dir / "bad"))
+    paths.push_back(entry.path());
   std::sort(paths.begin(), paths.end());
   for (const fs::path& path : paths) {
     SCOPED_TRACE(path.filename().string());
@@ -360,7 +370,9 @@ TEST(SearchSpaceErrors, EveryMalformedFileFailsAtItsExpectedLocation) {
       EXPECT_EQ(e.where().line, line) << e.what();
       EXPECT_EQ(e.where().column, column) << e.what();
       EXPECT_NE(e.message().find(fragment), std::string::npos) << e.what();
-      EXPECT_EQ(std::string(e.what()).rfind(path.string() + ":" + std::to_string(line) + ":" + std::to_string(column), 0), 0u)
+      EXPECT_EQ(std::string(e.what()).rfind(
+                    path.string() + ":" + std::to_string(line) + ":" + std::to_string(column), 0),
+                0u)
           << e.what();
     }
     ++files;

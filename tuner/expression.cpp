@@ -72,11 +72,13 @@ ExpressionSyntaxError translate(const mu::ParserError& error, const std::string&
       if (token == "(" && !name.empty() && !is_function(name))
         return {start, fmt::format("unknown function '{}'; expected one of: {}", name, functions)};
       return {offset, fmt::format("unexpected '{}'; expected a number, a name or an operator "
-                                  "before it", token)};
+                                  "before it",
+                                  token)};
     }
     case mu::ecUNEXPECTED_OPERATOR:
       return {offset, fmt::format("unexpected operator '{}'; expected a number, a name or '(' "
-                                  "before it", token)};
+                                  "before it",
+                                  token)};
     case mu::ecUNEXPECTED_EOF:
     case mu::ecEMPTY_EXPRESSION:
       return {offset, "unexpected end of expression; expected a number, a name or '('"};
@@ -84,8 +86,9 @@ ExpressionSyntaxError translate(const mu::ParserError& error, const std::string&
     case mu::ecUNEXPECTED_VAR:
       return {offset, fmt::format("unexpected '{}'; expected an operator before it", token)};
     case mu::ecMISSING_PARENS:
-      return {offset, "missing ')'; expected every '(' to be closed (an expression that contains "
-                      "commas inside a flow list [..] must be quoted)"};
+      return {offset,
+              "missing ')'; expected every '(' to be closed (an expression that contains "
+              "commas inside a flow list [..] must be quoted)"};
     case mu::ecUNEXPECTED_ARG_SEP:
       return {offset, "unexpected ','; expected commas only between function arguments"};
     case mu::ecTOO_MANY_PARAMS:
@@ -95,13 +98,16 @@ ExpressionSyntaxError translate(const mu::ParserError& error, const std::string&
       // muParser's token is the whole rest of the expression: name only its
       // first name or character.
       std::size_t length = 1;
-      while (length < token.size() && is_name_char(token[0]) && is_name_char(token[length])) ++length;
+      while (length < token.size() && is_name_char(token[0]) && is_name_char(token[length]))
+        ++length;
       std::string first = token.substr(0, length);
       if (!first.empty() && std::string("+-*/%^<>=!&|?:").find(first[0]) != std::string::npos)
         return {offset, fmt::format("unexpected operator '{}'; expected a number, a name or '(' "
-                                    "before it", first)};
+                                    "before it",
+                                    first)};
       return {offset, fmt::format("unexpected '{}'; expected a number, a name, an operator or one "
-                                  "of the functions {}", first, functions)};
+                                  "of the functions {}",
+                                  first, functions)};
     }
     case mu::ecMISPLACED_COLON:
     case mu::ecUNEXPECTED_CONDITIONAL:
@@ -140,8 +146,9 @@ std::vector<std::string> analyze_expression(const std::string& text,
   for (std::size_t i = 0; i < text.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c >= 0x7f)
-      throw ExpressionSyntaxError(i, "unexpected non-ASCII or control character; expected a "
-                                     "number, a name, an operator or a parenthesis");
+      throw ExpressionSyntaxError(i,
+                                  "unexpected non-ASCII or control character; expected a "
+                                  "number, a name, an operator or a parenthesis");
   }
   mu::Parser parser;
   configure(parser, symbols);
@@ -185,8 +192,8 @@ ExpressionEvaluator::ExpressionEvaluator(const ExpressionSymbols& symbols,
       parser->Eval();  // compiles to byte code now, not on the first real use
     } catch (const mu::ParserError& error) {
       // Every text was checked by analyze_expression when the space was read.
-      throw std::logic_error(fmt::format("expression '{}' no longer compiles: {}", text,
-                                         error.GetMsg()));
+      throw std::logic_error(
+          fmt::format("expression '{}' no longer compiles: {}", text, error.GetMsg()));
     }
     parsers_->parsers.push_back(std::move(parser));
   }

@@ -18,8 +18,8 @@ namespace mlatune {
 
 /// The names an expression may refer to.
 struct ExpressionSymbols {
-  std::vector<std::string> variables;                      // bound to slots 0..n-1
-  std::vector<std::pair<std::string, double>> constants;   // named values
+  std::vector<std::string> variables;                     // bound to slots 0..n-1
+  std::vector<std::pair<std::string, double>> constants;  // named values
 };
 
 /// A malformed expression: what is wrong and the 0-based offset of the

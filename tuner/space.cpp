@@ -130,9 +130,9 @@ void SearchSpace::Impl::check_config(const Config& config) const {
                                  parameters.size(), config.choice.size()));
   for (std::size_t i = 0; i < parameters.size(); ++i)
     if (config.choice[i] >= parameters[i].numeric.size())
-      throw InputError(fmt::format("config choice {} is out of range for parameter '{}' ({} values)",
-                                   config.choice[i], parameters[i].name,
-                                   parameters[i].numeric.size()));
+      throw InputError(
+          fmt::format("config choice {} is out of range for parameter '{}' ({} values)",
+                      config.choice[i], parameters[i].name, parameters[i].numeric.size()));
 }
 
 void SearchSpace::Impl::bind_shape(ExpressionEvaluator& evaluator, const Shape& shape) const {
@@ -184,7 +184,9 @@ const std::string& SearchSpace::file_name() const { return impl_->file_name; }
 const std::string& SearchSpace::text() const { return impl_->text; }
 const KernelSource& SearchSpace::kernel() const { return impl_->kernel; }
 const KernelSource& SearchSpace::reference() const { return impl_->reference; }
-const std::vector<std::string>& SearchSpace::shape_variables() const { return impl_->shape_variables; }
+const std::vector<std::string>& SearchSpace::shape_variables() const {
+  return impl_->shape_variables;
+}
 const std::vector<std::string>& SearchSpace::compiled_shape_variables() const {
   return impl_->compiled_shape_variables;
 }
@@ -210,8 +212,10 @@ std::string canonical(const Expression& e) {
 
 void serialize_source(std::string& out, const char* what, const KernelSource& source) {
   out += fmt::format("{}.entry={}\n", what, source.entry);
-  for (int i = 0; i < 3; ++i) out += fmt::format("{}.grid[{}]={}\n", what, i, canonical(source.grid[i]));
-  for (int i = 0; i < 3; ++i) out += fmt::format("{}.block[{}]={}\n", what, i, canonical(source.block[i]));
+  for (int i = 0; i < 3; ++i)
+    out += fmt::format("{}.grid[{}]={}\n", what, i, canonical(source.grid[i]));
+  for (int i = 0; i < 3; ++i)
+    out += fmt::format("{}.block[{}]={}\n", what, i, canonical(source.block[i]));
   out += fmt::format("{}.shared_memory={}\n", what, canonical(source.shared_bytes));
 }
 
@@ -262,8 +266,10 @@ std::vector<std::pair<std::string, std::string>> split_assignments(std::string_v
     std::string_view item = text.substr(start, comma - start);
     std::size_t eq = item.find('=');
     if (eq == std::string_view::npos || trim(item.substr(0, eq)).empty())
-      throw InputError(where, fmt::format("malformed {} '{}': item '{}' is not NAME=VALUE; expected "
-                                   "NAME=VALUE,NAME=VALUE,...", what, text, trim(item)));
+      throw InputError(where,
+                       fmt::format("malformed {} '{}': item '{}' is not NAME=VALUE; expected "
+                                   "NAME=VALUE,NAME=VALUE,...",
+                                   what, text, trim(item)));
     out.emplace_back(trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
     start = comma + 1;
   }
@@ -290,8 +296,9 @@ Shape SearchSpace::parse_shape(std::string_view text) const {
     std::int64_t number = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
     if (ec != std::errc() || end != value.data() + value.size() || number <= 0)
-      throw InputError(impl_->shape_variables_where,
-                       fmt::format("shape '{}': {}={} is not a positive integer", text, name, value));
+      throw InputError(
+          impl_->shape_variables_where,
+          fmt::format("shape '{}': {}={} is not a positive integer", text, name, value));
     shape.values[index] = number;
     seen[index] = true;
   }
@@ -331,7 +338,8 @@ Config SearchSpace::parse_config(std::string_view text) const {
       if (v == it->text.end())
         throw InputError(it->where,
                          fmt::format("config '{}': {}={} is not one of its values; expected one "
-                                     "of {}", text, name, value, fmt::join(it->text, ", ")));
+                                     "of {}",
+                                     text, name, value, fmt::join(it->text, ", ")));
       config.choice[index] = static_cast<std::uint32_t>(v - it->text.begin());
       seen[index] = true;
     }
@@ -355,7 +363,8 @@ std::string SearchSpace::config_string(const Config& config) const {
 
 // ---- evaluation ----------------------------------------------------------------------
 
-double SearchSpace::evaluate(const Expression& expr, const Config* config, const Shape& shape) const {
+double SearchSpace::evaluate(const Expression& expr, const Config* config,
+                             const Shape& shape) const {
   if (!expr.impl_ || expr.impl_->owner != impl_.get())
     throw std::invalid_argument("SearchSpace::evaluate: the expression belongs to another space");
   auto evaluator = impl_->lease();
@@ -367,7 +376,8 @@ double SearchSpace::evaluate(const Expression& expr, const Config* config, const
       for (const Parameter& p : impl_->parameters)
         if (p.name == name)
           throw InputError(expr.where(), fmt::format("expression '{}' uses parameter '{}' but no "
-                                                     "config was given", expr.text(), name));
+                                                     "config was given",
+                                                     expr.text(), name));
   }
   return evaluator->evaluate(expr.impl_->id);
 }
@@ -392,9 +402,9 @@ LaunchGeometry evaluate_geometry(const KernelSource& source, ExpressionEvaluator
     if (!std::isfinite(v) || v != std::floor(v) || v < static_cast<double>(minimum) || v > 9.0e18) {
       out = 0;
       if (g.invalid_reason.empty())
-        g.invalid_reason = fmt::format("{} = {} ('{}' at {}) is not {}", what, v, e.text(),
-                                       e.where().str(),
-                                       minimum > 0 ? "a positive integer" : "a non-negative integer");
+        g.invalid_reason =
+            fmt::format("{} = {} ('{}' at {}) is not {}", what, v, e.text(), e.where().str(),
+                        minimum > 0 ? "a positive integer" : "a non-negative integer");
       return;
     }
     out = static_cast<std::int64_t>(v);
@@ -428,15 +438,17 @@ std::vector<std::pair<std::string, std::string>> SearchSpace::reference_definiti
   std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& name : impl_->compiled_shape_variables) {
     auto it = std::find(impl_->shape_variables.begin(), impl_->shape_variables.end(), name);
-    out.emplace_back("SHAPE_" + name,
-                     std::to_string(shape.values[static_cast<std::size_t>(it - impl_->shape_variables.begin())]));
+    out.emplace_back(
+        "SHAPE_" + name,
+        std::to_string(
+            shape.values[static_cast<std::size_t>(it - impl_->shape_variables.begin())]));
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> SearchSpace::definitions(const Config& config,
-                                                                          const Shape& shape) const {
+std::vector<std::pair<std::string, std::string>> SearchSpace::definitions(
+    const Config& config, const Shape& shape) const {
   impl_->check_config(config);
   auto out = reference_definitions(shape);
   for (std::size_t i = 0; i < impl_->parameters.size(); ++i) {
@@ -468,9 +480,8 @@ std::vector<BoundArgument> SearchSpace::bind_arguments(const Shape& shape) const
                                                   "expected a non-negative integer",
                                                   e.text(), argument.name, v, shape_string(shape)));
         bound.extents.push_back(static_cast<std::int64_t>(v));
-        bound.element_count = static_cast<std::int64_t>(
-            saturating_multiply(static_cast<std::uint64_t>(bound.element_count),
-                                static_cast<std::uint64_t>(v)));
+        bound.element_count = static_cast<std::int64_t>(saturating_multiply(
+            static_cast<std::uint64_t>(bound.element_count), static_cast<std::uint64_t>(v)));
       }
     }
     out.push_back(std::move(bound));

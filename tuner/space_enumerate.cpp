@@ -48,8 +48,8 @@ EnumerationPlan make_plan(const SpaceData& s, std::vector<std::size_t> order) {
   }
   plan.suffix_product.assign(count + 1, 1);
   for (std::size_t d = count; d-- > 0;)
-    plan.suffix_product[d] = saturating_multiply(s.parameters[plan.order[d]].numeric.size(),
-                                                 plan.suffix_product[d + 1]);
+    plan.suffix_product[d] =
+        saturating_multiply(s.parameters[plan.order[d]].numeric.size(), plan.suffix_product[d + 1]);
   return plan;
 }
 
@@ -63,7 +63,8 @@ bool all_hold(ExpressionEvaluator& evaluator, const std::vector<std::size_t>& id
 
 void SearchSpace::Impl::plan_enumeration() {
   raw_count = 1;
-  for (const Parameter& p : parameters) raw_count = saturating_multiply(raw_count, p.numeric.size());
+  for (const Parameter& p : parameters)
+    raw_count = saturating_multiply(raw_count, p.numeric.size());
 
   std::vector<std::size_t> declaration(parameters.size());
   std::iota(declaration.begin(), declaration.end(), std::size_t{0});

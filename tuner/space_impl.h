@@ -31,7 +31,7 @@ struct EnumerationPlan {
   std::vector<std::size_t> order;                // parameter indices
   std::vector<std::vector<std::size_t>> checks;  // size P+1: expression ids
   std::size_t deepest = 0;
-  std::vector<std::uint64_t> suffix_product;     // size P+1, saturating
+  std::vector<std::uint64_t> suffix_product;  // size P+1, saturating
 };
 
 /// Everything read from the file (copyable).

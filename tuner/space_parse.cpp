@@ -89,8 +89,7 @@ class Reader {
 
   // ---- structure ----
   std::map<std::string, Entry> map(const YAML::Node& node, const SourceLocation& where,
-                                   const std::string& what,
-                                   const std::vector<std::string>& allowed,
+                                   const std::string& what, const std::vector<std::string>& allowed,
                                    const std::vector<std::string>& required) const {
     if (!node.IsMap())
       fail(where, fmt::format("{} must be a map (key: value); found {}", what, node_kind(node)));
@@ -109,15 +108,14 @@ class Reader {
       out.emplace(name, Entry{key, it->second});
     }
     for (const std::string& name : required)
-      if (!out.count(name))
-        fail(where, fmt::format("missing required key '{}' in {}", name, what));
+      if (!out.count(name)) fail(where, fmt::format("missing required key '{}' in {}", name, what));
     return out;
   }
 
   const YAML::Node& list(const Entry& entry, const std::string& what) const {
     if (!entry.value.IsSequence())
-      fail(at(entry), fmt::format("{} must be a list [a, b, ...]; found {}", what,
-                                  node_kind(entry.value)));
+      fail(at(entry),
+           fmt::format("{} must be a list [a, b, ...]; found {}", what, node_kind(entry.value)));
     return entry.value;
   }
 
@@ -136,7 +134,8 @@ class Reader {
     std::string name = scalar(node, where, what);
     if (!is_identifier(name))
       fail(where, fmt::format("{} '{}' is not a valid name; expected letters, digits and '_', "
-                              "not starting with a digit", what, name));
+                              "not starting with a digit",
+                              what, name));
     return name;
   }
 
@@ -154,21 +153,24 @@ class Reader {
     char* end = nullptr;
     double value = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value <= 0)
-      fail(at(entry), fmt::format("{} is '{}'; expected a positive number such as 1e-5", what, text));
+      fail(at(entry),
+           fmt::format("{} is '{}'; expected a positive number such as 1e-5", what, text));
     return value;
   }
 
   // ---- names ----
   void claim_name(const std::string& name, const std::string& kind, const SourceLocation& where) {
-    static const std::set<std::string> reserved = {"min", "max", "ceil", "floor", "sqrt", "abs",
-                                                   "true", "false"};
+    static const std::set<std::string> reserved = {"min",  "max", "ceil", "floor",
+                                                   "sqrt", "abs", "true", "false"};
     if (reserved.count(name))
       fail(where, fmt::format("{} '{}' is a reserved word (functions min max ceil floor sqrt abs, "
-                              "true, false); expected another name", kind, name));
+                              "true, false); expected another name",
+                              kind, name));
     if (auto it = names_.find(name); it != names_.end())
-      fail(where, fmt::format("{} '{}' collides with the {} '{}' at {}; shape variables, parameters "
-                              "and named values need distinct names",
-                              kind, name, it->second.first, name, line_col(it->second.second)));
+      fail(where,
+           fmt::format("{} '{}' collides with the {} '{}' at {}; shape variables, parameters "
+                       "and named values need distinct names",
+                       kind, name, it->second.first, name, line_col(it->second.second)));
     names_.emplace(name, std::make_pair(kind, where));
   }
 
@@ -201,8 +203,9 @@ class Reader {
                                   fmt::join(parameter_names, ", ")));
       }
       if (is_parameter && scope == Scope::shape_only)
-        fail(name_at, fmt::format("{} '{}' uses parameter '{}'; it may use shape variables only ({})",
-                                  what, text, name, fmt::join(shape_vars, ", ")));
+        fail(name_at,
+             fmt::format("{} '{}' uses parameter '{}'; it may use shape variables only ({})", what,
+                         text, name, fmt::join(shape_vars, ", ")));
     }
     Expression e;
     SearchSpace::Impl::of(e).text = text;
@@ -258,8 +261,10 @@ void Reader::read_shape(const Entry& entry) {
       std::string name = identifier(v, at(v), "compiled shape variable");
       const auto& vars = space_->shape_variables;
       if (std::find(vars.begin(), vars.end(), name) == vars.end())
-        fail(at(v), fmt::format("compiled shape variable '{}' is not a shape variable; expected one "
-                                "of: {}", name, fmt::join(vars, ", ")));
+        fail(at(v),
+             fmt::format("compiled shape variable '{}' is not a shape variable; expected one "
+                         "of: {}",
+                         name, fmt::join(vars, ", ")));
       auto& compiled = space_->compiled_shape_variables;
       if (std::find(compiled.begin(), compiled.end(), name) != compiled.end())
         fail(at(v), fmt::format("shape variable '{}' is listed twice in 'shape.compiled'", name));
@@ -277,8 +282,10 @@ void Reader::read_shape(const Entry& entry) {
       auto it = values.find(name);
       if (it == values.end())
         fail(at(s), fmt::format("default shape lacks shape variable '{}'; expected a value for "
-                                "each of: {}", name, fmt::join(space_->shape_variables, ", ")));
-      shape.values.push_back(positive_integer(it->second.value, fmt::format("shape variable '{}'", name)));
+                                "each of: {}",
+                                name, fmt::join(space_->shape_variables, ", ")));
+      shape.values.push_back(
+          positive_integer(it->second.value, fmt::format("shape variable '{}'", name)));
     }
     space_->default_shapes.push_back(std::move(shape));
   }
@@ -309,18 +316,21 @@ void Reader::read_parameters(const Entry& entry) {
       if (text == "true" || text == "false") {
         kind = ValueKind::boolean;
         numeric = text == "true";
-      } else if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-')) {
+      } else if (!text.empty() &&
+                 (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-')) {
         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), numeric);
         if (ec != std::errc() || end != text.data() + text.size())
           fail(at(v), fmt::format("value '{}' of parameter '{}' is not an integer (or is out of "
-                                  "range); expected an integer, true/false or a name", text, p.name));
+                                  "range); expected an integer, true/false or a name",
+                                  text, p.name));
         kind = ValueKind::integer;
       } else if (is_identifier(text)) {
         kind = ValueKind::name;
         numeric = static_cast<std::int64_t>(p.text.size());
       } else {
         fail(at(v), fmt::format("value '{}' of parameter '{}' is not an integer, a boolean or a "
-                                "name; expected one of those", text, p.name));
+                                "name; expected one of those",
+                                text, p.name));
       }
       if (p.text.empty()) {
         p.kind = kind;
@@ -334,7 +344,8 @@ void Reader::read_parameters(const Entry& entry) {
         if ((kind == ValueKind::name && p.text[i] == text) ||
             (kind != ValueKind::name && p.numeric[i] == numeric))
           fail(at(v), fmt::format("duplicate value '{}' in parameter '{}' (first at {}); expected "
-                                  "distinct values", text, p.name, line_col(value_at[i])));
+                                  "distinct values",
+                                  text, p.name, line_col(value_at[i])));
       p.text.push_back(text);
       p.numeric.push_back(numeric);
       value_at.push_back(at(v));
@@ -354,7 +365,8 @@ void Reader::read_parameters(const Entry& entry) {
 
 void Reader::read_arguments(const Entry& entry) {
   const YAML::Node& arguments = list(entry, "'arguments'");
-  if (arguments.size() == 0) fail(at(entry), "'arguments' is empty; expected the kernel's arguments");
+  if (arguments.size() == 0)
+    fail(at(entry), "'arguments' is empty; expected the kernel's arguments");
   bool has_output = false;
   for (const YAML::Node& node : arguments) {
     auto keys = map(node, at(node), "an argument", {"name", "type", "role", "shape", "value"},
@@ -364,45 +376,61 @@ void Reader::read_arguments(const Entry& entry) {
     a.name = identifier(keys.at("name").value, at(keys.at("name")), "argument name");
     for (const Argument& other : space_->arguments)
       if (other.name == a.name)
-        fail(at(keys.at("name")), fmt::format("duplicate argument name '{}' (first at {}); expected "
-                                              "distinct names", a.name, line_col(other.where)));
+        fail(at(keys.at("name")),
+             fmt::format("duplicate argument name '{}' (first at {}); expected "
+                         "distinct names",
+                         a.name, line_col(other.where)));
     const std::string what = fmt::format("argument '{}'", a.name);
     std::string type = scalar(keys.at("type"), what + " type");
-    if (type == "float32") a.type = ElementType::float32;
-    else if (type == "float64") a.type = ElementType::float64;
-    else if (type == "int32") a.type = ElementType::int32;
-    else if (type == "int64") a.type = ElementType::int64;
+    if (type == "float32")
+      a.type = ElementType::float32;
+    else if (type == "float64")
+      a.type = ElementType::float64;
+    else if (type == "int32")
+      a.type = ElementType::int32;
+    else if (type == "int64")
+      a.type = ElementType::int64;
     else
       fail(at(keys.at("type")), fmt::format("unknown type '{}' of {}; expected one of: float32, "
-                                            "float64, int32, int64", type, what));
+                                            "float64, int32, int64",
+                                            type, what));
     auto role = keys.find("role");
     auto shape = keys.find("shape");
     auto value = keys.find("value");
     if (value != keys.end()) {
       if (shape != keys.end())
         fail(at(shape->second.key), fmt::format("{} has both 'shape' and 'value'; expected 'value' "
-                                                "for a scalar or 'shape' for a buffer", what));
+                                                "for a scalar or 'shape' for a buffer",
+                                                what));
       if (role != keys.end() && scalar(role->second, what + " role") != "scalar")
         fail(at(role->second), fmt::format("{} has a 'value', so it is a scalar; expected role "
-                                           "'scalar' or no role", what));
+                                           "'scalar' or no role",
+                                           what));
       a.role = ArgumentRole::scalar;
-      a.value = expression(value->second.value, at(value->second), what + " value", Scope::shape_only);
+      a.value =
+          expression(value->second.value, at(value->second), what + " value", Scope::shape_only);
     } else {
       if (shape == keys.end())
         fail(a.where, fmt::format("{} has neither 'shape' (a buffer) nor 'value' (a scalar); "
-                                  "expected one of them", what));
+                                  "expected one of them",
+                                  what));
       if (role == keys.end())
         fail(a.where, fmt::format("missing required key 'role' in buffer {}; expected input or "
-                                  "output", what));
+                                  "output",
+                                  what));
       std::string r = scalar(role->second, what + " role");
-      if (r == "input") a.role = ArgumentRole::input;
-      else if (r == "output") a.role = ArgumentRole::output;
+      if (r == "input")
+        a.role = ArgumentRole::input;
+      else if (r == "output")
+        a.role = ArgumentRole::output;
       else
         fail(at(role->second), fmt::format("unknown role '{}' of buffer {}; expected input or "
-                                           "output", r, what));
+                                           "output",
+                                           r, what));
       const YAML::Node& dims = list(shape->second, what + " shape");
       if (dims.size() == 0)
-        fail(at(shape->second), fmt::format("{} shape is empty; expected at least one extent", what));
+        fail(at(shape->second),
+             fmt::format("{} shape is empty; expected at least one extent", what));
       for (const YAML::Node& d : dims)
         a.shape.push_back(expression(d, at(d), what + " shape", Scope::shape_only));
       has_output = has_output || a.role == ArgumentRole::output;
@@ -426,12 +454,14 @@ void Reader::read_geometry(KernelSource& source, const std::map<std::string, Ent
     const std::string what = fmt::format("{}.{}", section, name);
     const YAML::Node& dims = list(e, "'" + what + "'");
     if (dims.size() != 3)
-      fail(at(e), fmt::format("'{}' has {} values; expected 3 expressions [x, y, z]", what, dims.size()));
+      fail(at(e),
+           fmt::format("'{}' has {} values; expected 3 expressions [x, y, z]", what, dims.size()));
     Expression* out = std::string(name) == "grid" ? source.grid : source.block;
     for (std::size_t i = 0; i < 3; ++i) out[i] = expression(dims[i], at(dims[i]), what, scope);
   }
   if (auto it = keys.find("shared_memory"); it != keys.end())
-    source.shared_bytes = expression(it->second.value, at(it->second), section + ".shared_memory", scope);
+    source.shared_bytes =
+        expression(it->second.value, at(it->second), section + ".shared_memory", scope);
   else
     source.shared_bytes = constant_zero(where);
 }
@@ -444,8 +474,8 @@ void Reader::read_default(const Entry& entry) {
   for (const auto& [name, e] : keys) {
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end())
-      fail(at(e.key), fmt::format("'default' names unknown parameter '{}'; expected one of: {}", name,
-                                  fmt::join(names, ", ")));
+      fail(at(e.key), fmt::format("'default' names unknown parameter '{}'; expected one of: {}",
+                                  name, fmt::join(names, ", ")));
     const Parameter& p = space_->parameters[static_cast<std::size_t>(it - names.begin())];
     std::string text = scalar(e, fmt::format("default value of '{}'", name));
     std::size_t choice = p.text.size();
@@ -459,14 +489,16 @@ void Reader::read_default(const Entry& entry) {
     }
     if (choice == p.text.size())
       fail(at(e), fmt::format("default value '{}' of '{}' is not one of its values; expected one "
-                              "of: {}", text, name, fmt::join(p.text, ", ")));
+                              "of: {}",
+                              text, name, fmt::join(p.text, ", ")));
     space_->default_config.choice[static_cast<std::size_t>(it - names.begin())] =
         static_cast<std::uint32_t>(choice);
   }
   for (const std::string& name : names)
     if (!keys.count(name))
       fail(at(entry), fmt::format("'default' lacks parameter '{}'; expected a value for every "
-                                  "parameter", name));
+                                  "parameter",
+                                  name));
 }
 
 void Reader::read_tolerance(const Entry& entry) {
@@ -488,10 +520,11 @@ std::string Reader::read_template(const Entry& entry, fs::path* resolved) {
   } catch (const InputError&) {
     fail(at(entry), fmt::format("template file '{}' not found (looked for {}, and this mlatune "
                                 "build has no embedded copy); expected a path relative to the "
-                                "space file", name, resolved->string()));
+                                "space file",
+                                name, resolved->string()));
   } catch (const EnvironmentError& error) {
-    throw EnvironmentError(fmt::format("{}: cannot read template '{}': {}", at(entry).str(), name,
-                                       error.what()));
+    throw EnvironmentError(
+        fmt::format("{}: cannot read template '{}': {}", at(entry).str(), name, error.what()));
   }
 }
 
@@ -565,15 +598,17 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
   if (auto it = keys.find("constraints"); it != keys.end()) read_constraints(it->second);
 
   const Entry& launch = keys.at("launch");
-  read_geometry(s.kernel, map(launch.value, at(launch), "'launch'", {"grid", "block", "shared_memory"},
-                              {"grid", "block"}),
+  read_geometry(s.kernel,
+                map(launch.value, at(launch), "'launch'", {"grid", "block", "shared_memory"},
+                    {"grid", "block"}),
                 "launch", at(launch), Scope::full);
 
   const Entry& reference = keys.at("reference");
   auto ref = map(reference.value, at(reference), "'reference'",
                  {"template", "entry", "grid", "block", "shared_memory"},
                  {"template", "entry", "grid", "block"});
-  s.reference.entry = identifier(ref.at("entry").value, at(ref.at("entry")), "reference entry point");
+  s.reference.entry =
+      identifier(ref.at("entry").value, at(ref.at("entry")), "reference entry point");
   s.reference.where = at(reference);
   read_geometry(s.reference, ref, "reference", at(reference), Scope::shape_only);
 
