@@ -96,6 +96,11 @@ struct LaunchGeometry {
   std::int64_t grid[3] = {1, 1, 1};
   std::int64_t block[3] = {1, 1, 1};
   std::int64_t shared_bytes = 0;
+  /// Empty when every grid and block value is a positive integer and the
+  /// shared memory a non-negative integer; otherwise which value is not (that
+  /// config cannot be launched at that shape: a value, not an exception).
+  std::string invalid_reason;
+  bool valid() const { return invalid_reason.empty(); }
 };
 
 /// A kernel's source file (resolved relative to the space file), entry point

@@ -1,0 +1,492 @@
+#include "tuner/space.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tuner/embedded.h"
+#include "tuner/hash.h"
+#include "tuner/space_impl.h"
+
+namespace mlatune {
+
+// ---- element types -----------------------------------------------------------
+
+std::size_t element_size(ElementType type) {
+  switch (type) {
+    case ElementType::float32: return 4;
+    case ElementType::float64: return 8;
+    case ElementType::int32: return 4;
+    case ElementType::int64: return 8;
+  }
+  return 0;
+}
+
+std::string_view element_type_name(ElementType type) {
+  switch (type) {
+    case ElementType::float32: return "float32";
+    case ElementType::float64: return "float64";
+    case ElementType::int32: return "int32";
+    case ElementType::int64: return "int64";
+  }
+  return "?";
+}
+
+// ---- Expression ----------------------------------------------------------------
+
+Expression::Expression() : impl_(std::make_unique<Impl>()) {}
+Expression::~Expression() = default;
+Expression::Expression(const Expression& other) : impl_(std::make_unique<Impl>(*other.impl_)) {}
+Expression& Expression::operator=(const Expression& other) {
+  if (this != &other) impl_ = std::make_unique<Impl>(*other.impl_);
+  return *this;
+}
+// A moved-from expression stays usable (empty), as the accessors promise.
+Expression::Expression(Expression&& other) noexcept : impl_(std::move(other.impl_)) {
+  other.impl_ = std::unique_ptr<Impl>(new (std::nothrow) Impl());
+}
+Expression& Expression::operator=(Expression&& other) noexcept {
+  if (this != &other) {
+    impl_ = std::move(other.impl_);
+    other.impl_ = std::unique_ptr<Impl>(new (std::nothrow) Impl());
+  }
+  return *this;
+}
+
+namespace {
+const std::string empty_string;
+const SourceLocation no_location;
+const std::vector<std::string> no_names;
+}  // namespace
+
+const std::string& Expression::text() const { return impl_ ? impl_->text : empty_string; }
+const SourceLocation& Expression::where() const { return impl_ ? impl_->where : no_location; }
+const std::vector<std::string>& Expression::variables() const {
+  return impl_ ? impl_->variables : no_names;
+}
+
+// ---- SearchSpace::Impl -------------------------------------------------------------
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+std::uint64_t saturating_multiply(std::uint64_t a, std::uint64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+SearchSpace::Impl::Impl(const Impl& other) : SpaceData(other) { adopt_expressions(); }
+
+void SearchSpace::Impl::adopt_expressions() {
+  auto adopt = [this](Expression& e) { SearchSpace::Impl::of(e).owner = this; };
+  for (KernelSource* source : {&kernel, &reference}) {
+    for (Expression& e : source->grid) adopt(e);
+    for (Expression& e : source->block) adopt(e);
+    adopt(source->shared_bytes);
+  }
+  for (Argument& argument : arguments) {
+    for (Expression& e : argument.shape) adopt(e);
+    if (argument.value) adopt(*argument.value);
+  }
+  for (Expression& e : constraints) adopt(e);
+}
+
+SearchSpace::Impl::Lease::~Lease() {
+  if (!evaluator_) return;
+  try {
+    std::lock_guard lock(owner_->pool_mutex_);
+    owner_->pool_.push_back(std::move(evaluator_));
+  } catch (...) {
+    // Out of memory while returning it: the evaluator is simply freed.
+  }
+}
+
+SearchSpace::Impl::Lease SearchSpace::Impl::lease() const {
+  {
+    std::lock_guard lock(pool_mutex_);
+    if (!pool_.empty()) {
+      auto evaluator = std::move(pool_.back());
+      pool_.pop_back();
+      return Lease(*this, std::move(evaluator));
+    }
+  }
+  // Built outside the lock: compiling every expression takes a while.
+  return Lease(*this, std::make_unique<ExpressionEvaluator>(symbols, expression_texts));
+}
+
+void SearchSpace::Impl::check_shape(const Shape& shape) const {
+  if (shape.values.size() != shape_variables.size())
+    throw InputError(fmt::format("a shape of {} needs {} values ({}), got {}", file_name,
+                                 shape_variables.size(), fmt::join(shape_variables, ","),
+                                 shape.values.size()));
+}
+
+void SearchSpace::Impl::check_config(const Config& config) const {
+  if (config.choice.size() != parameters.size())
+    throw InputError(fmt::format("a config of {} needs {} choices, got {}", file_name,
+                                 parameters.size(), config.choice.size()));
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    if (config.choice[i] >= parameters[i].numeric.size())
+      throw InputError(
+          fmt::format("config choice {} is out of range for parameter '{}' ({} values)",
+                      config.choice[i], parameters[i].name, parameters[i].numeric.size()));
+}
+
+void SearchSpace::Impl::bind_shape(ExpressionEvaluator& evaluator, const Shape& shape) const {
+  check_shape(shape);
+  double* slots = evaluator.variables();
+  for (std::size_t i = 0; i < shape.values.size(); ++i)
+    slots[i] = static_cast<double>(shape.values[i]);
+}
+
+void SearchSpace::Impl::bind_config(ExpressionEvaluator& evaluator, const Config& config) const {
+  check_config(config);
+  double* slots = evaluator.variables() + shape_variables.size();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    slots[i] = static_cast<double>(parameters[i].numeric[config.choice[i]]);
+}
+
+// ---- SearchSpace: construction -------------------------------------------------------
+
+SearchSpace::SearchSpace() = default;
+SearchSpace::SearchSpace(SearchSpace&&) noexcept = default;
+SearchSpace& SearchSpace::operator=(SearchSpace&&) noexcept = default;
+SearchSpace::SearchSpace(const SearchSpace& other) : impl_(std::make_unique<Impl>(*other.impl_)) {}
+SearchSpace::~SearchSpace() = default;
+
+SearchSpace SearchSpace::parse(std::string_view text, const std::string& file_name,
+                               const std::filesystem::path& base_dir) {
+  SearchSpace space;
+  space.impl_ = parse_space(text, file_name, base_dir);
+  return space;
+}
+
+SearchSpace SearchSpace::load(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    throw InputError(SourceLocation{file.string()},
+                     "not a regular file; expected a search-space YAML file");
+  // Not on disk: the copy embedded in this build, if any (spaces shipped with
+  // mlatune work from any directory); InputError when there is none.
+  LoadedText loaded = load_text_file(file);
+  std::filesystem::path base = file.parent_path();
+  if (base.empty()) base = ".";
+  return parse(loaded.text, file.string(), base);
+}
+
+// ---- accessors --------------------------------------------------------------------
+
+const std::string& SearchSpace::kernel_name() const { return impl_->kernel_name; }
+const std::string& SearchSpace::file_name() const { return impl_->file_name; }
+const std::string& SearchSpace::text() const { return impl_->text; }
+const KernelSource& SearchSpace::kernel() const { return impl_->kernel; }
+const KernelSource& SearchSpace::reference() const { return impl_->reference; }
+const std::vector<std::string>& SearchSpace::shape_variables() const {
+  return impl_->shape_variables;
+}
+const std::vector<std::string>& SearchSpace::compiled_shape_variables() const {
+  return impl_->compiled_shape_variables;
+}
+const std::vector<Shape>& SearchSpace::default_shapes() const { return impl_->default_shapes; }
+const std::vector<Argument>& SearchSpace::arguments() const { return impl_->arguments; }
+const std::vector<Parameter>& SearchSpace::parameters() const { return impl_->parameters; }
+const std::vector<Expression>& SearchSpace::constraints() const { return impl_->constraints; }
+const Tolerance& SearchSpace::tolerance() const { return impl_->tolerance; }
+const Config& SearchSpace::default_config() const { return impl_->default_config; }
+const std::string& SearchSpace::template_text() const { return impl_->template_text; }
+const std::string& SearchSpace::reference_text() const { return impl_->reference_text; }
+std::string SearchSpace::template_hash() const { return content_hash(impl_->template_text); }
+
+namespace {
+
+// Expressions in canonical form: blanks do not change their meaning.
+std::string canonical(const Expression& e) {
+  std::string out;
+  for (char c : e.text())
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') out += c;
+  return out;
+}
+
+void serialize_source(std::string& out, const char* what, const KernelSource& source) {
+  out += fmt::format("{}.entry={}\n", what, source.entry);
+  for (int i = 0; i < 3; ++i)
+    out += fmt::format("{}.grid[{}]={}\n", what, i, canonical(source.grid[i]));
+  for (int i = 0; i < 3; ++i)
+    out += fmt::format("{}.block[{}]={}\n", what, i, canonical(source.block[i]));
+  out += fmt::format("{}.shared_memory={}\n", what, canonical(source.shared_bytes));
+}
+
+}  // namespace
+
+std::string SearchSpace::definition_hash() const {
+  const Impl& s = *impl_;
+  std::string out = "mlatune space v1\n";
+  out += fmt::format("kernel={}\n", s.kernel_name);
+  out += fmt::format("shape.variables={}\n", fmt::join(s.shape_variables, ","));
+  out += fmt::format("shape.compiled={}\n", fmt::join(s.compiled_shape_variables, ","));
+  for (const Parameter& p : s.parameters)
+    out += fmt::format("parameter {}={}\n", p.name, fmt::join(p.text, ","));
+  for (const Expression& c : s.constraints) out += fmt::format("constraint {}\n", canonical(c));
+  serialize_source(out, "launch", s.kernel);
+  serialize_source(out, "reference", s.reference);
+  for (const Argument& a : s.arguments) {
+    out += fmt::format("argument {} {} {}", a.name, element_type_name(a.type),
+                       a.role == ArgumentRole::input    ? "input"
+                       : a.role == ArgumentRole::output ? "output"
+                                                        : "scalar");
+    for (const Expression& e : a.shape) out += " [" + canonical(e) + "]";
+    if (a.value) out += " = " + canonical(*a.value);
+    out += "\n";
+  }
+  out += fmt::format("tolerance.relative_l2={:a}\n", s.tolerance.relative_l2);
+  if (s.tolerance.max_abs) out += fmt::format("tolerance.max_abs={:a}\n", *s.tolerance.max_abs);
+  return content_hash(out);
+}
+
+// ---- shapes and configs as text ---------------------------------------------------------
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> split_assignments(std::string_view text,
+                                                                   const char* what,
+                                                                   const SourceLocation& where) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return std::string(s);
+  };
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = text.substr(start, comma - start);
+    std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos || trim(item.substr(0, eq)).empty())
+      throw InputError(where,
+                       fmt::format("malformed {} '{}': item '{}' is not NAME=VALUE; expected "
+                                   "NAME=VALUE,NAME=VALUE,...",
+                                   what, text, trim(item)));
+    out.emplace_back(trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Shape SearchSpace::parse_shape(std::string_view text) const {
+  const auto& names = impl_->shape_variables;
+  Shape shape;
+  shape.values.assign(names.size(), 0);
+  std::vector<bool> seen(names.size(), false);
+  for (const auto& [name, value] : split_assignments(text, "shape", impl_->shape_variables_where)) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end())
+      throw InputError(impl_->shape_variables_where,
+                       fmt::format("shape '{}': unknown shape variable '{}'; expected {}", text,
+                                   name, fmt::join(names, ", ")));
+    std::size_t index = static_cast<std::size_t>(it - names.begin());
+    if (seen[index])
+      throw InputError(impl_->shape_variables_where,
+                       fmt::format("shape '{}': variable '{}' is given twice", text, name));
+    std::int64_t number = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (ec != std::errc() || end != value.data() + value.size() || number <= 0)
+      throw InputError(
+          impl_->shape_variables_where,
+          fmt::format("shape '{}': {}={} is not a positive integer", text, name, value));
+    shape.values[index] = number;
+    seen[index] = true;
+  }
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (!seen[i])
+      throw InputError(impl_->shape_variables_where,
+                       fmt::format("shape '{}' lacks variable '{}'; expected every one of {}", text,
+                                   names[i], fmt::join(names, ", ")));
+  return shape;
+}
+
+std::string SearchSpace::shape_string(const Shape& shape) const {
+  impl_->check_shape(shape);
+  std::string out;
+  for (std::size_t i = 0; i < shape.values.size(); ++i)
+    out += fmt::format("{}{}={}", i ? "," : "", impl_->shape_variables[i], shape.values[i]);
+  return out;
+}
+
+Config SearchSpace::parse_config(std::string_view text) const {
+  const auto& parameters = impl_->parameters;
+  Config config;
+  config.choice.assign(parameters.size(), 0);
+  std::vector<bool> seen(parameters.size(), false);
+  if (!parameters.empty() || !text.empty()) {
+    for (const auto& [name, value] : split_assignments(text, "config", impl_->parameters_where)) {
+      auto it = std::find_if(parameters.begin(), parameters.end(),
+                             [&](const Parameter& p) { return p.name == name; });
+      if (it == parameters.end())
+        throw InputError(impl_->parameters_where,
+                         fmt::format("config '{}': unknown parameter '{}'", text, name));
+      std::size_t index = static_cast<std::size_t>(it - parameters.begin());
+      if (seen[index])
+        throw InputError(it->where,
+                         fmt::format("config '{}': parameter '{}' is given twice", text, name));
+      auto v = std::find(it->text.begin(), it->text.end(), value);
+      if (v == it->text.end())
+        throw InputError(it->where,
+                         fmt::format("config '{}': {}={} is not one of its values; expected one "
+                                     "of {}",
+                                     text, name, value, fmt::join(it->text, ", ")));
+      config.choice[index] = static_cast<std::uint32_t>(v - it->text.begin());
+      seen[index] = true;
+    }
+  }
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    if (!seen[i])
+      throw InputError(parameters[i].where,
+                       fmt::format("config '{}' lacks parameter '{}'", text, parameters[i].name));
+  return config;
+}
+
+std::string SearchSpace::config_string(const Config& config) const {
+  impl_->check_config(config);
+  std::string out;
+  for (std::size_t i = 0; i < config.choice.size(); ++i) {
+    const Parameter& p = impl_->parameters[i];
+    out += fmt::format("{}{}={}", i ? "," : "", p.name, p.text[config.choice[i]]);
+  }
+  return out;
+}
+
+// ---- evaluation ----------------------------------------------------------------------
+
+double SearchSpace::evaluate(const Expression& expr, const Config* config,
+                             const Shape& shape) const {
+  if (!expr.impl_ || expr.impl_->owner != impl_.get())
+    throw std::invalid_argument("SearchSpace::evaluate: the expression belongs to another space");
+  auto evaluator = impl_->lease();
+  impl_->bind_shape(*evaluator, shape);
+  if (config) {
+    impl_->bind_config(*evaluator, *config);
+  } else {
+    for (const std::string& name : expr.variables())
+      for (const Parameter& p : impl_->parameters)
+        if (p.name == name)
+          throw InputError(expr.where(), fmt::format("expression '{}' uses parameter '{}' but no "
+                                                     "config was given",
+                                                     expr.text(), name));
+  }
+  return evaluator->evaluate(expr.impl_->id);
+}
+
+Validity SearchSpace::check(const Config& config, const Shape& shape) const {
+  auto evaluator = impl_->lease();
+  impl_->bind_shape(*evaluator, shape);
+  impl_->bind_config(*evaluator, config);
+  for (const Expression& constraint : impl_->constraints)
+    if (!Impl::holds(evaluator->evaluate(SearchSpace::Impl::of(constraint).id)))
+      return Validity{false, constraint.text(), constraint.where()};
+  return Validity{};
+}
+
+namespace {
+
+LaunchGeometry evaluate_geometry(const KernelSource& source, ExpressionEvaluator& evaluator) {
+  LaunchGeometry g;
+  auto integer = [&](const Expression& e, const char* what, std::int64_t minimum,
+                     std::int64_t& out) {
+    double v = evaluator.evaluate(SearchSpace::Impl::of(e).id);
+    if (!std::isfinite(v) || v != std::floor(v) || v < static_cast<double>(minimum) || v > 9.0e18) {
+      out = 0;
+      if (g.invalid_reason.empty())
+        g.invalid_reason =
+            fmt::format("{} = {} ('{}' at {}) is not {}", what, v, e.text(), e.where().str(),
+                        minimum > 0 ? "a positive integer" : "a non-negative integer");
+      return;
+    }
+    out = static_cast<std::int64_t>(v);
+  };
+  static const char* grid_names[] = {"grid.x", "grid.y", "grid.z"};
+  static const char* block_names[] = {"block.x", "block.y", "block.z"};
+  for (int i = 0; i < 3; ++i) integer(source.grid[i], grid_names[i], 1, g.grid[i]);
+  for (int i = 0; i < 3; ++i) integer(source.block[i], block_names[i], 1, g.block[i]);
+  integer(source.shared_bytes, "shared_memory", 0, g.shared_bytes);
+  return g;
+}
+
+}  // namespace
+
+LaunchGeometry SearchSpace::geometry(const Config& config, const Shape& shape) const {
+  auto evaluator = impl_->lease();
+  impl_->bind_shape(*evaluator, shape);
+  impl_->bind_config(*evaluator, config);
+  return evaluate_geometry(impl_->kernel, *evaluator);
+}
+
+LaunchGeometry SearchSpace::reference_geometry(const Shape& shape) const {
+  auto evaluator = impl_->lease();
+  impl_->bind_shape(*evaluator, shape);
+  return evaluate_geometry(impl_->reference, *evaluator);
+}
+
+std::vector<std::pair<std::string, std::string>> SearchSpace::reference_definitions(
+    const Shape& shape) const {
+  impl_->check_shape(shape);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& name : impl_->compiled_shape_variables) {
+    auto it = std::find(impl_->shape_variables.begin(), impl_->shape_variables.end(), name);
+    out.emplace_back(
+        "SHAPE_" + name,
+        std::to_string(
+            shape.values[static_cast<std::size_t>(it - impl_->shape_variables.begin())]));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> SearchSpace::definitions(
+    const Config& config, const Shape& shape) const {
+  impl_->check_config(config);
+  auto out = reference_definitions(shape);
+  for (std::size_t i = 0; i < impl_->parameters.size(); ++i) {
+    const Parameter& p = impl_->parameters[i];
+    out.emplace_back(p.name, std::to_string(p.numeric[config.choice[i]]));
+    if (p.kind == ValueKind::name)
+      for (std::size_t v = 0; v < p.text.size(); ++v)
+        out.emplace_back(p.name + "_" + p.text[v], std::to_string(v));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<BoundArgument> SearchSpace::bind_arguments(const Shape& shape) const {
+  auto evaluator = impl_->lease();
+  impl_->bind_shape(*evaluator, shape);
+  std::vector<BoundArgument> out;
+  for (const Argument& argument : impl_->arguments) {
+    BoundArgument bound;
+    bound.argument = &argument;
+    if (argument.value) {
+      bound.scalar = evaluator->evaluate(SearchSpace::Impl::of(*argument.value).id);
+    } else {
+      bound.element_count = 1;
+      for (const Expression& e : argument.shape) {
+        double v = evaluator->evaluate(SearchSpace::Impl::of(e).id);
+        if (!std::isfinite(v) || v != std::floor(v) || v < 0 || v > 9.0e18)
+          throw InputError(e.where(), fmt::format("extent '{}' of argument '{}' is {} at shape {}; "
+                                                  "expected a non-negative integer",
+                                                  e.text(), argument.name, v, shape_string(shape)));
+        bound.extents.push_back(static_cast<std::int64_t>(v));
+        bound.element_count = static_cast<std::int64_t>(saturating_multiply(
+            static_cast<std::uint64_t>(bound.element_count), static_cast<std::uint64_t>(v)));
+      }
+    }
+    out.push_back(std::move(bound));
+  }
+  return out;
+}
+
+}  // namespace mlatune

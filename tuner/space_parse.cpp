@@ -1,0 +1,640 @@
+// Reading a search-space YAML file into SpaceData: every check of the format
+// (search_spaces/README.md) happens here, once, and every error names
+// file:line:col, what is wrong and what was expected.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "tuner/embedded.h"
+#include "tuner/space.h"
+#include "tuner/space_impl.h"
+
+namespace mlatune {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+const char* node_kind(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Scalar: return "a single value";
+    default: return "nothing";
+  }
+}
+
+struct Entry {
+  YAML::Node key;
+  YAML::Node value;
+};
+
+// Scope of an expression: which names it may read.
+enum class Scope { shape_only, full };
+
+class Reader {
+ public:
+  Reader(std::string_view text, std::string file_name, fs::path base_dir)
+      : text_(text), base_dir_(std::move(base_dir)), space_(std::make_unique<SearchSpace::Impl>()) {
+    space_->file_name = std::move(file_name);
+    space_->text = std::string(text);
+  }
+
+  std::unique_ptr<SearchSpace::Impl> read();
+
+ private:
+  // ---- locations and errors ----
+  SourceLocation at(const YAML::Mark& mark) const {
+    if (mark.line < 0) return SourceLocation{space_->file_name, 1, 1};
+    return SourceLocation{space_->file_name, mark.line + 1, mark.column + 1};
+  }
+  SourceLocation at(const YAML::Node& node) const { return at(node.Mark()); }
+  // A value's location, or its key's when the value is empty (yaml-cpp puts
+  // an empty value's mark on the next token).
+  SourceLocation at(const Entry& entry) const {
+    return entry.value.IsNull() ? at(entry.key) : at(entry.value);
+  }
+  [[noreturn]] void fail(const SourceLocation& where, const std::string& message) const {
+    throw InputError(where, message);
+  }
+  static std::string line_col(const SourceLocation& where) {
+    return fmt::format("line {}, column {}", where.line, where.column);
+  }
+  // The location of character `offset` of a scalar's value, when the scalar
+  // is written verbatim (plain or simply quoted) on its line.
+  SourceLocation inside(const YAML::Node& node, std::size_t offset) const {
+    SourceLocation where = at(node);
+    const YAML::Mark mark = node.Mark();
+    if (mark.pos < 0 || static_cast<std::size_t>(mark.pos) >= text_.size()) return where;
+    std::size_t pos = static_cast<std::size_t>(mark.pos);
+    int quote = (text_[pos] == '"' || text_[pos] == '\'') ? 1 : 0;
+    const std::string& scalar = node.Scalar();
+    if (text_.compare(pos + quote, scalar.size(), scalar) == 0 &&
+        scalar.find('\n') == std::string::npos)
+      where.column += quote + static_cast<int>(offset);
+    return where;
+  }
+
+  // ---- structure ----
+  std::map<std::string, Entry> map(const YAML::Node& node, const SourceLocation& where,
+                                   const std::string& what, const std::vector<std::string>& allowed,
+                                   const std::vector<std::string>& required) const {
+    if (!node.IsMap())
+      fail(where, fmt::format("{} must be a map (key: value); found {}", what, node_kind(node)));
+    std::map<std::string, Entry> out;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const YAML::Node key = it->first;  // copies: the iterator yields temporaries
+      if (!key.IsScalar())
+        fail(at(key), fmt::format("a key of {} must be a name; found {}", what, node_kind(key)));
+      const std::string name = key.Scalar();
+      if (auto previous = out.find(name); previous != out.end())
+        fail(at(key), fmt::format("duplicate key '{}' in {} (first at {}); expected each key once",
+                                  name, what, line_col(at(previous->second.key))));
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), name) == allowed.end())
+        fail(at(key), fmt::format("unknown key '{}' in {}; expected one of: {}", name, what,
+                                  fmt::join(allowed, ", ")));
+      out.emplace(name, Entry{key, it->second});
+    }
+    for (const std::string& name : required)
+      if (!out.count(name)) fail(where, fmt::format("missing required key '{}' in {}", name, what));
+    return out;
+  }
+
+  const YAML::Node& list(const Entry& entry, const std::string& what) const {
+    if (!entry.value.IsSequence())
+      fail(at(entry),
+           fmt::format("{} must be a list [a, b, ...]; found {}", what, node_kind(entry.value)));
+    return entry.value;
+  }
+
+  std::string scalar(const YAML::Node& node, const SourceLocation& where,
+                     const std::string& what) const {
+    if (!node.IsScalar())
+      fail(where, fmt::format("{} must be a single value; found {}", what, node_kind(node)));
+    return node.Scalar();
+  }
+  std::string scalar(const Entry& entry, const std::string& what) const {
+    return scalar(entry.value, at(entry), what);
+  }
+
+  std::string identifier(const YAML::Node& node, const SourceLocation& where,
+                         const std::string& what) const {
+    std::string name = scalar(node, where, what);
+    if (!is_identifier(name))
+      fail(where, fmt::format("{} '{}' is not a valid name; expected letters, digits and '_', "
+                              "not starting with a digit",
+                              what, name));
+    return name;
+  }
+
+  std::int64_t positive_integer(const YAML::Node& node, const std::string& what) const {
+    std::string text = scalar(node, at(node), what);
+    std::int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value <= 0)
+      fail(at(node), fmt::format("{} is '{}'; expected a positive integer", what, text));
+    return value;
+  }
+
+  double positive_number(const Entry& entry, const std::string& what) const {
+    std::string text = scalar(entry, what);
+    char* end = nullptr;
+    double value = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value <= 0)
+      fail(at(entry),
+           fmt::format("{} is '{}'; expected a positive number such as 1e-5", what, text));
+    return value;
+  }
+
+  // ---- names ----
+  void claim_name(const std::string& name, const std::string& kind, const SourceLocation& where) {
+    static const std::set<std::string> reserved = {"min",  "max", "ceil", "floor",
+                                                   "sqrt", "abs", "true", "false"};
+    if (reserved.count(name))
+      fail(where, fmt::format("{} '{}' is a reserved word (functions min max ceil floor sqrt abs, "
+                              "true, false); expected another name",
+                              kind, name));
+    if (auto it = names_.find(name); it != names_.end())
+      fail(where,
+           fmt::format("{} '{}' collides with the {} '{}' at {}; shape variables, parameters "
+                       "and named values need distinct names",
+                       kind, name, it->second.first, name, line_col(it->second.second)));
+    names_.emplace(name, std::make_pair(kind, where));
+  }
+
+  // ---- expressions ----
+  Expression expression(const YAML::Node& node, const SourceLocation& where,
+                        const std::string& what, Scope scope) {
+    std::string text = scalar(node, where, what);
+    std::vector<std::string> used;
+    try {
+      used = analyze_expression(text, space_->symbols);
+    } catch (const ExpressionSyntaxError& error) {
+      fail(node.IsNull() ? where : inside(node, error.offset),
+           fmt::format("in {} '{}': {}", what, text, error.what()));
+    }
+    const auto& shape_vars = space_->shape_variables;
+    for (const std::string& name : used) {
+      bool is_shape = std::find(shape_vars.begin(), shape_vars.end(), name) != shape_vars.end();
+      bool is_parameter = std::any_of(space_->parameters.begin(), space_->parameters.end(),
+                                      [&](const Parameter& p) { return p.name == name; });
+      SourceLocation name_at = inside(node, find_identifier(text, name));
+      if (!is_shape && !is_parameter) {
+        if (scope == Scope::shape_only)
+          fail(name_at, fmt::format("unknown name '{}' in {} '{}'; expected a shape variable ({})",
+                                    name, what, text, fmt::join(shape_vars, ", ")));
+        std::vector<std::string> parameter_names;
+        for (const Parameter& p : space_->parameters) parameter_names.push_back(p.name);
+        fail(name_at, fmt::format("unknown name '{}' in {} '{}'; expected a shape variable ({}), a "
+                                  "parameter ({}) or a named value",
+                                  name, what, text, fmt::join(shape_vars, ", "),
+                                  fmt::join(parameter_names, ", ")));
+      }
+      if (is_parameter && scope == Scope::shape_only)
+        fail(name_at,
+             fmt::format("{} '{}' uses parameter '{}'; it may use shape variables only ({})", what,
+                         text, name, fmt::join(shape_vars, ", ")));
+    }
+    Expression e;
+    SearchSpace::Impl::of(e).text = text;
+    SearchSpace::Impl::of(e).where = where;
+    SearchSpace::Impl::of(e).variables = std::move(used);
+    SearchSpace::Impl::of(e).id = space_->expression_texts.size();
+    space_->expression_texts.push_back(text);
+    return e;
+  }
+
+  Expression constant_zero(const SourceLocation& where) {
+    Expression e;
+    SearchSpace::Impl::of(e).text = "0";
+    SearchSpace::Impl::of(e).where = where;
+    SearchSpace::Impl::of(e).id = space_->expression_texts.size();
+    space_->expression_texts.push_back("0");
+    return e;
+  }
+
+  // ---- sections ----
+  void read_shape(const Entry& entry);
+  void read_parameters(const Entry& entry);
+  void read_arguments(const Entry& entry);
+  void read_constraints(const Entry& entry);
+  void read_geometry(KernelSource& source, const std::map<std::string, Entry>& keys,
+                     const std::string& section, const SourceLocation& where, Scope scope);
+  void read_default(const Entry& entry);
+  void read_tolerance(const Entry& entry);
+  std::string read_template(const Entry& entry, fs::path* resolved);
+  void check_default_shapes();
+
+  std::string_view text_;
+  fs::path base_dir_;
+  std::unique_ptr<SearchSpace::Impl> space_;
+  std::map<std::string, std::pair<std::string, SourceLocation>> names_;
+  std::vector<std::pair<std::size_t, std::vector<SourceLocation>>> pending_values_;
+};
+
+void Reader::read_shape(const Entry& entry) {
+  auto keys = map(entry.value, at(entry), "'shape'", {"variables", "compiled", "defaults"},
+                  {"variables", "defaults"});
+  const YAML::Node& variables = list(keys.at("variables"), "'shape.variables'");
+  space_->shape_variables_where = at(keys.at("variables"));
+  if (variables.size() == 0)
+    fail(at(keys.at("variables")), "'shape.variables' is empty; expected at least one variable");
+  for (const YAML::Node& v : variables) {
+    std::string name = identifier(v, at(v), "shape variable");
+    claim_name(name, "shape variable", at(v));
+    space_->shape_variables.push_back(name);
+  }
+  if (auto it = keys.find("compiled"); it != keys.end() && !it->second.value.IsNull()) {
+    for (const YAML::Node& v : list(it->second, "'shape.compiled'")) {
+      std::string name = identifier(v, at(v), "compiled shape variable");
+      const auto& vars = space_->shape_variables;
+      if (std::find(vars.begin(), vars.end(), name) == vars.end())
+        fail(at(v),
+             fmt::format("compiled shape variable '{}' is not a shape variable; expected one "
+                         "of: {}",
+                         name, fmt::join(vars, ", ")));
+      auto& compiled = space_->compiled_shape_variables;
+      if (std::find(compiled.begin(), compiled.end(), name) != compiled.end())
+        fail(at(v), fmt::format("shape variable '{}' is listed twice in 'shape.compiled'", name));
+      compiled.push_back(name);
+    }
+  }
+  const Entry& defaults = keys.at("defaults");
+  const YAML::Node& shapes = list(defaults, "'shape.defaults'");
+  if (shapes.size() == 0)
+    fail(at(defaults), "'shape.defaults' is empty; expected at least one shape");
+  for (const YAML::Node& s : shapes) {
+    auto values = map(s, at(s), "a default shape", space_->shape_variables, {});
+    Shape shape;
+    for (const std::string& name : space_->shape_variables) {
+      auto it = values.find(name);
+      if (it == values.end())
+        fail(at(s), fmt::format("default shape lacks shape variable '{}'; expected a value for "
+                                "each of: {}",
+                                name, fmt::join(space_->shape_variables, ", ")));
+      shape.values.push_back(
+          positive_integer(it->second.value, fmt::format("shape variable '{}'", name)));
+    }
+    space_->default_shapes.push_back(std::move(shape));
+  }
+}
+
+void Reader::read_parameters(const Entry& entry) {
+  map(entry.value, at(entry), "'parameters'", {}, {});  // a map without duplicate names
+  space_->parameters_where = at(entry.key);
+  // Keys in file order (the map above is sorted by name).
+  for (auto it = entry.value.begin(); it != entry.value.end(); ++it) {
+    const YAML::Node key = it->first;
+    Parameter p;
+    p.name = identifier(key, at(key), "parameter name");
+    p.where = at(key);
+    claim_name(p.name, "parameter", p.where);
+    Entry e{key, it->second};
+    if (!e.value.IsSequence())
+      fail(at(e), fmt::format("parameter '{}' must be a list of values like [1, 2, 4]; found {}",
+                              p.name, node_kind(e.value)));
+    if (e.value.size() == 0)
+      fail(at(e), fmt::format("parameter '{}' has no values; expected a non-empty list", p.name));
+    std::vector<SourceLocation> value_at;
+    static const char* kind_names[] = {"an integer", "a boolean", "a name"};
+    for (const YAML::Node& v : e.value) {
+      std::string text = scalar(v, at(v), fmt::format("a value of parameter '{}'", p.name));
+      ValueKind kind;
+      std::int64_t numeric = 0;
+      if (text == "true" || text == "false") {
+        kind = ValueKind::boolean;
+        numeric = text == "true";
+      } else if (!text.empty() &&
+                 (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-')) {
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), numeric);
+        if (ec != std::errc() || end != text.data() + text.size())
+          fail(at(v), fmt::format("value '{}' of parameter '{}' is not an integer (or is out of "
+                                  "range); expected an integer, true/false or a name",
+                                  text, p.name));
+        kind = ValueKind::integer;
+      } else if (is_identifier(text)) {
+        kind = ValueKind::name;
+        numeric = static_cast<std::int64_t>(p.text.size());
+      } else {
+        fail(at(v), fmt::format("value '{}' of parameter '{}' is not an integer, a boolean or a "
+                                "name; expected one of those",
+                                text, p.name));
+      }
+      if (p.text.empty()) {
+        p.kind = kind;
+      } else if (kind != p.kind) {
+        fail(at(v), fmt::format("value '{}' of parameter '{}' is {} but its first value is {}; "
+                                "expected all values of one kind",
+                                text, p.name, kind_names[static_cast<int>(kind)],
+                                kind_names[static_cast<int>(p.kind)]));
+      }
+      for (std::size_t i = 0; i < p.text.size(); ++i)
+        if ((kind == ValueKind::name && p.text[i] == text) ||
+            (kind != ValueKind::name && p.numeric[i] == numeric))
+          fail(at(v), fmt::format("duplicate value '{}' in parameter '{}' (first at {}); expected "
+                                  "distinct values",
+                                  text, p.name, line_col(value_at[i])));
+      p.text.push_back(text);
+      p.numeric.push_back(numeric);
+      value_at.push_back(at(v));
+    }
+    space_->parameters.push_back(std::move(p));
+    // Named values are claimed after every parameter name (below), so that a
+    // collision is reported at the value whichever comes first in the file.
+    pending_values_.emplace_back(space_->parameters.size() - 1, value_at);
+  }
+  for (const auto& [index, locations] : pending_values_) {
+    const Parameter& p = space_->parameters[index];
+    if (p.kind != ValueKind::name) continue;
+    for (std::size_t i = 0; i < p.text.size(); ++i)
+      claim_name(p.text[i], fmt::format("named value of '{}'", p.name), locations[i]);
+  }
+}
+
+void Reader::read_arguments(const Entry& entry) {
+  const YAML::Node& arguments = list(entry, "'arguments'");
+  if (arguments.size() == 0)
+    fail(at(entry), "'arguments' is empty; expected the kernel's arguments");
+  bool has_output = false;
+  for (const YAML::Node& node : arguments) {
+    auto keys = map(node, at(node), "an argument", {"name", "type", "role", "shape", "value"},
+                    {"name", "type"});
+    Argument a;
+    a.where = at(node);
+    a.name = identifier(keys.at("name").value, at(keys.at("name")), "argument name");
+    for (const Argument& other : space_->arguments)
+      if (other.name == a.name)
+        fail(at(keys.at("name")),
+             fmt::format("duplicate argument name '{}' (first at {}); expected "
+                         "distinct names",
+                         a.name, line_col(other.where)));
+    const std::string what = fmt::format("argument '{}'", a.name);
+    std::string type = scalar(keys.at("type"), what + " type");
+    if (type == "float32")
+      a.type = ElementType::float32;
+    else if (type == "float64")
+      a.type = ElementType::float64;
+    else if (type == "int32")
+      a.type = ElementType::int32;
+    else if (type == "int64")
+      a.type = ElementType::int64;
+    else
+      fail(at(keys.at("type")), fmt::format("unknown type '{}' of {}; expected one of: float32, "
+                                            "float64, int32, int64",
+                                            type, what));
+    auto role = keys.find("role");
+    auto shape = keys.find("shape");
+    auto value = keys.find("value");
+    if (value != keys.end()) {
+      if (shape != keys.end())
+        fail(at(shape->second.key), fmt::format("{} has both 'shape' and 'value'; expected 'value' "
+                                                "for a scalar or 'shape' for a buffer",
+                                                what));
+      if (role != keys.end() && scalar(role->second, what + " role") != "scalar")
+        fail(at(role->second), fmt::format("{} has a 'value', so it is a scalar; expected role "
+                                           "'scalar' or no role",
+                                           what));
+      a.role = ArgumentRole::scalar;
+      a.value =
+          expression(value->second.value, at(value->second), what + " value", Scope::shape_only);
+    } else {
+      if (shape == keys.end())
+        fail(a.where, fmt::format("{} has neither 'shape' (a buffer) nor 'value' (a scalar); "
+                                  "expected one of them",
+                                  what));
+      if (role == keys.end())
+        fail(a.where, fmt::format("missing required key 'role' in buffer {}; expected input or "
+                                  "output",
+                                  what));
+      std::string r = scalar(role->second, what + " role");
+      if (r == "input")
+        a.role = ArgumentRole::input;
+      else if (r == "output")
+        a.role = ArgumentRole::output;
+      else
+        fail(at(role->second), fmt::format("unknown role '{}' of buffer {}; expected input or "
+                                           "output",
+                                           r, what));
+      const YAML::Node& dims = list(shape->second, what + " shape");
+      if (dims.size() == 0)
+        fail(at(shape->second),
+             fmt::format("{} shape is empty; expected at least one extent", what));
+      for (const YAML::Node& d : dims)
+        a.shape.push_back(expression(d, at(d), what + " shape", Scope::shape_only));
+      has_output = has_output || a.role == ArgumentRole::output;
+    }
+    space_->arguments.push_back(std::move(a));
+  }
+  if (!has_output)
+    fail(at(entry), "'arguments' has no output buffer; expected at least one (role: output)");
+}
+
+void Reader::read_constraints(const Entry& entry) {
+  if (entry.value.IsNull()) return;
+  for (const YAML::Node& node : list(entry, "'constraints'"))
+    space_->constraints.push_back(expression(node, at(node), "constraint", Scope::full));
+}
+
+void Reader::read_geometry(KernelSource& source, const std::map<std::string, Entry>& keys,
+                           const std::string& section, const SourceLocation& where, Scope scope) {
+  for (const char* name : {"grid", "block"}) {
+    const Entry& e = keys.at(name);
+    const std::string what = fmt::format("{}.{}", section, name);
+    const YAML::Node& dims = list(e, "'" + what + "'");
+    if (dims.size() != 3)
+      fail(at(e),
+           fmt::format("'{}' has {} values; expected 3 expressions [x, y, z]", what, dims.size()));
+    Expression* out = std::string(name) == "grid" ? source.grid : source.block;
+    for (std::size_t i = 0; i < 3; ++i) out[i] = expression(dims[i], at(dims[i]), what, scope);
+  }
+  if (auto it = keys.find("shared_memory"); it != keys.end())
+    source.shared_bytes =
+        expression(it->second.value, at(it->second), section + ".shared_memory", scope);
+  else
+    source.shared_bytes = constant_zero(where);
+}
+
+void Reader::read_default(const Entry& entry) {
+  std::vector<std::string> names;
+  for (const Parameter& p : space_->parameters) names.push_back(p.name);
+  auto keys = map(entry.value, at(entry), "'default'", {}, {});
+  space_->default_config.choice.assign(space_->parameters.size(), 0);
+  for (const auto& [name, e] : keys) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end())
+      fail(at(e.key), fmt::format("'default' names unknown parameter '{}'; expected one of: {}",
+                                  name, fmt::join(names, ", ")));
+    const Parameter& p = space_->parameters[static_cast<std::size_t>(it - names.begin())];
+    std::string text = scalar(e, fmt::format("default value of '{}'", name));
+    std::size_t choice = p.text.size();
+    for (std::size_t i = 0; i < p.text.size(); ++i) {
+      if (p.text[i] == text) choice = i;
+      std::int64_t n = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (p.kind == ValueKind::integer && ec == std::errc() && end == text.data() + text.size() &&
+          n == p.numeric[i])
+        choice = i;
+    }
+    if (choice == p.text.size())
+      fail(at(e), fmt::format("default value '{}' of '{}' is not one of its values; expected one "
+                              "of: {}",
+                              text, name, fmt::join(p.text, ", ")));
+    space_->default_config.choice[static_cast<std::size_t>(it - names.begin())] =
+        static_cast<std::uint32_t>(choice);
+  }
+  for (const std::string& name : names)
+    if (!keys.count(name))
+      fail(at(entry), fmt::format("'default' lacks parameter '{}'; expected a value for every "
+                                  "parameter",
+                                  name));
+}
+
+void Reader::read_tolerance(const Entry& entry) {
+  if (entry.value.IsNull()) return;
+  auto keys = map(entry.value, at(entry), "'tolerance'", {"relative_l2", "max_abs"}, {});
+  if (auto it = keys.find("relative_l2"); it != keys.end())
+    space_->tolerance.relative_l2 = positive_number(it->second, "tolerance.relative_l2");
+  if (auto it = keys.find("max_abs"); it != keys.end())
+    space_->tolerance.max_abs = positive_number(it->second, "tolerance.max_abs");
+}
+
+std::string Reader::read_template(const Entry& entry, fs::path* resolved) {
+  std::string name = scalar(entry, "template path");
+  if (name.empty()) fail(at(entry), "template path is empty; expected a .cu file");
+  fs::path path = fs::path(name).is_absolute() ? fs::path(name) : base_dir_ / name;
+  *resolved = path.lexically_normal();
+  try {
+    return load_text_file(*resolved).text;
+  } catch (const InputError&) {
+    fail(at(entry), fmt::format("template file '{}' not found (looked for {}, and this mlatune "
+                                "build has no embedded copy); expected a path relative to the "
+                                "space file",
+                                name, resolved->string()));
+  } catch (const EnvironmentError& error) {
+    throw EnvironmentError(
+        fmt::format("{}: cannot read template '{}': {}", at(entry).str(), name, error.what()));
+  }
+}
+
+void Reader::check_default_shapes() {
+  SearchSpace::Impl& s = *space_;
+  for (const Shape& shape : s.default_shapes) {
+    // Throws at the offending extent's location if a buffer extent is not a
+    // non-negative integer.
+    auto evaluator = s.lease();
+    s.bind_shape(*evaluator, shape);
+    std::string shape_text;
+    for (std::size_t i = 0; i < shape.values.size(); ++i)
+      shape_text += fmt::format("{}{}={}", i ? "," : "", s.shape_variables[i], shape.values[i]);
+    for (const Argument& a : s.arguments)
+      for (const Expression& e : a.shape) {
+        double v = evaluator->evaluate(SearchSpace::Impl::of(e).id);
+        if (!std::isfinite(v) || v != std::floor(v) || v < 0)
+          fail(e.where(), fmt::format("extent '{}' of argument '{}' is {} at default shape {}; "
+                                      "expected a non-negative integer",
+                                      e.text(), a.name, v, shape_text));
+      }
+    if (s.cached_count(shape) == 0) {
+      std::uint64_t removed = 0;
+      std::size_t c = s.most_restrictive(shape, &removed);
+      if (c == std::string::npos)  // only possible with a constraint-free space: cannot be empty
+        fail(SourceLocation{s.file_name}, fmt::format("no valid config for shape {}", shape_text));
+      const Expression& worst = s.constraints[c];
+      fail(worst.where(), fmt::format("no valid config for default shape {}: the constraints leave "
+                                      "none; '{}' removes the most ({} of {}); expected at least "
+                                      "one valid config",
+                                      shape_text, worst.text(), removed, s.raw_count));
+    }
+  }
+}
+
+std::unique_ptr<SearchSpace::Impl> Reader::read() {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text_));
+  } catch (const YAML::Exception& error) {
+    std::string hint;
+    if (error.msg.find("illegal map value") != std::string::npos)
+      hint = " (a value that contains ': ', such as a ?: expression, must be quoted)";
+    fail(at(error.mark), fmt::format("malformed YAML: {}{}", error.msg, hint));
+  }
+  if (root.IsNull())
+    fail(SourceLocation{space_->file_name, 1, 1},
+         "the file is empty; expected a map with keys kernel, template, entry, reference, shape, "
+         "arguments, parameters, default, launch");
+  auto keys = map(root, at(root), "the space",
+                  {"kernel", "template", "entry", "reference", "shape", "arguments", "parameters",
+                   "default", "constraints", "launch", "tolerance"},
+                  {"kernel", "template", "entry", "reference", "shape", "arguments", "parameters",
+                   "default", "launch"});
+  SearchSpace::Impl& s = *space_;
+  s.kernel_name = identifier(keys.at("kernel").value, at(keys.at("kernel")), "kernel name");
+  s.kernel.entry = identifier(keys.at("entry").value, at(keys.at("entry")), "entry point");
+  s.kernel.where = at(keys.at("entry"));
+
+  read_shape(keys.at("shape"));
+  read_parameters(keys.at("parameters"));
+  for (const std::string& v : s.shape_variables) s.symbols.variables.push_back(v);
+  for (const Parameter& p : s.parameters) s.symbols.variables.push_back(p.name);
+  s.symbols.constants = {{"true", 1.0}, {"false", 0.0}};
+  for (const Parameter& p : s.parameters)
+    if (p.kind == ValueKind::name)
+      for (std::size_t i = 0; i < p.text.size(); ++i)
+        s.symbols.constants.emplace_back(p.text[i], static_cast<double>(i));
+
+  read_arguments(keys.at("arguments"));
+  if (auto it = keys.find("constraints"); it != keys.end()) read_constraints(it->second);
+
+  const Entry& launch = keys.at("launch");
+  read_geometry(s.kernel,
+                map(launch.value, at(launch), "'launch'", {"grid", "block", "shared_memory"},
+                    {"grid", "block"}),
+                "launch", at(launch), Scope::full);
+
+  const Entry& reference = keys.at("reference");
+  auto ref = map(reference.value, at(reference), "'reference'",
+                 {"template", "entry", "grid", "block", "shared_memory"},
+                 {"template", "entry", "grid", "block"});
+  s.reference.entry =
+      identifier(ref.at("entry").value, at(ref.at("entry")), "reference entry point");
+  s.reference.where = at(reference);
+  read_geometry(s.reference, ref, "reference", at(reference), Scope::shape_only);
+
+  read_default(keys.at("default"));
+  if (auto it = keys.find("tolerance"); it != keys.end()) read_tolerance(it->second);
+
+  s.template_text = read_template(keys.at("template"), &s.kernel.path);
+  s.reference_text = read_template(ref.at("template"), &s.reference.path);
+
+  s.adopt_expressions();
+  s.plan_enumeration();
+  check_default_shapes();
+  return std::move(space_);
+}
+
+}  // namespace
+
+std::unique_ptr<SearchSpace::Impl> parse_space(std::string_view text, const std::string& file_name,
+                                               const std::filesystem::path& base_dir) {
+  try {
+    return Reader(text, file_name, base_dir).read();
+  } catch (const YAML::Exception& error) {
+    // Defensive: node accessors may throw on shapes of YAML not foreseen above.
+    throw InputError(SourceLocation{file_name, error.mark.line + 1, error.mark.column + 1},
+                     fmt::format("malformed space: {}", error.msg));
+  }
+}
+
+}  // namespace mlatune
