@@ -2,10 +2,10 @@
 // checks every output element against the float64 reference on two input
 // sets, and times it with CUDA events under a stated cache method.
 //
-// The types at the top (CacheMode, TimingOptions, TimingStats, ValidationStats,
-// Candidate, EvaluationResult) carry no CUDA and travel between the tuner and
-// the worker process (tuner/worker.h); the Evaluator class itself runs in the
-// worker, where a crash cannot take the sweep down.
+// The types at the top (ValidationStats, Candidate, EvaluationResult; timing
+// in tuner/timing.h) carry no CUDA and travel between the tuner and the worker
+// process (tuner/worker.h); the Evaluator class itself runs in the worker,
+// where a crash cannot take the sweep down.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -17,44 +17,9 @@
 
 #include "tuner/outcome.h"
 #include "tuner/space.h"
+#include "tuner/timing.h"
 
 namespace mlatune {
-
-/// What happens to the L2 cache before each timed launch.
-enum class CacheMode {
-  cold,    // a buffer of at least twice the L2 size is written first
-  rotate,  // inputs rotate over enough sets to exceed twice the L2 size
-  hot,     // nothing: repeated launches may hit in the L2
-};
-std::string_view to_string(CacheMode);
-std::optional<CacheMode> parse_cache_mode(std::string_view);
-
-/// How long to keep timing one candidate.
-struct TimingOptions {
-  CacheMode cache = CacheMode::cold;
-  double budget_ms = 200.0;   // wall time per candidate for the timing phase
-  int max_repetitions = 2000;
-  int min_repetitions = 10;
-  double stability = 0.01;    // stop when the median moves less than this (relative)
-};
-
-/// Timing of one candidate: statistics of per-launch CUDA-event times.
-struct TimingStats {
-  double median_us = 0.0;
-  double min_us = 0.0;
-  double p90_us = 0.0;
-  /// (p90 - min) / median: how widely the launches scattered.
-  double spread = 0.0;
-  int count = 0;
-  CacheMode cache = CacheMode::cold;
-  /// Whether the median settled before the budget ran out.
-  bool stable = false;
-  /// "cuda-events per launch, L2 flushed (120 MiB written) before each; 412 launches"
-  std::string method;
-};
-
-/// Computes the statistics of a list of times (µs); `samples` must not be empty.
-TimingStats summarize_times(std::vector<double> samples_us, CacheMode cache, std::string method);
 
 /// Errors of a candidate's output against the float64 reference, the worst
 /// over all validation input sets.
