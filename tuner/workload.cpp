@@ -93,7 +93,7 @@ void store_scalar(const BoundArgument& bound, ArgumentSlot& slot) {
 struct Workload::Impl {
   DeviceInfo device;
   std::unique_ptr<SupportKernels> support;
-  Stream stream;
+  std::optional<Stream> stream;  // created once a GPU is known to be usable
   Tolerance tolerance;
   WorkloadOptions options;
   std::vector<BoundArgument> bound;
@@ -136,22 +136,22 @@ struct Workload::Impl {
 
   void fill(void* data, ElementType type, std::uint64_t n, std::uint64_t key) {
     switch (type) {
-      case ElementType::float32: support->fill_normal_f32(data, n, key, stream); break;
-      case ElementType::float64: support->fill_normal_f64(data, n, key, stream); break;
-      case ElementType::int32: support->fill_int32(data, n, key, stream); break;
-      case ElementType::int64: support->fill_int64(data, n, key, stream); break;
+      case ElementType::float32: support->fill_normal_f32(data, n, key, *stream); break;
+      case ElementType::float64: support->fill_normal_f64(data, n, key, *stream); break;
+      case ElementType::int32: support->fill_int32(data, n, key, *stream); break;
+      case ElementType::int64: support->fill_int64(data, n, key, *stream); break;
     }
   }
 
   void poison(void* data, ElementType type, std::uint64_t n) {
     if (type == ElementType::float32)
-      support->poison_f32(data, n, stream);
+      support->poison_f32(data, n, *stream);
     else
-      support->poison_f64(data, n, stream);
+      support->poison_f64(data, n, *stream);
   }
 
   ComparisonSums compare_one(const void* out, ElementType type, const void* ref, std::uint64_t n) {
-    return support->compare(out, type == ElementType::float32, ref, n, scratch.get(), stream);
+    return support->compare(out, type == ElementType::float32, ref, n, scratch.get(), *stream);
   }
 
   void compute_reference(const SearchSpace& space, const Shape& shape);
@@ -194,17 +194,17 @@ void Workload::Impl::compute_reference(const SearchSpace& space, const Shape& sh
     int launches = s == 0 ? 2 : 1;
     for (int l = 0; l < launches; ++l) {
       bool timed = s == 0 && l == 1;
-      if (timed) start.record(stream);
+      if (timed) start.record(*stream);
       int code = kernel.launch(geometry.grid, geometry.block, geometry.shared_bytes,
-                               arguments.pointers.data(), stream);
+                               arguments.pointers.data(), *stream);
       if (code != 0) {
         cuda_take_last_error();
         if (cuda_error_is_sticky(code)) throw CudaError(code, "launch of the reference kernel", __FILE__, __LINE__);
         throw InputError(source.where, fmt::format("the reference kernel cannot launch: {} ({})",
                                                    cuda_error_string(code), cuda_error_name(code)));
       }
-      if (timed) stop.record(stream);
-      stream.synchronize();
+      if (timed) stop.record(*stream);
+      stream->synchronize();
     }
     if (s == 0) reference_us = stop.elapsed_ms_since(start) * 1000.0;
     for (std::size_t k = 0; k < output_indices.size(); ++k) {
@@ -261,6 +261,7 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
   GpuProbe probe = probe_gpu();
   if (!probe.usable) throw EnvironmentError("no GPU: " + probe.reason);
   w.device = probe.device;
+  w.stream.emplace();
 
   int sets = options.validation_sets;
   if (options.cache == CacheMode::rotate && input_bytes > 0) {
@@ -311,7 +312,7 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
              key);
     }
   }
-  w.stream.synchronize();
+  w.stream->synchronize();
   w.compute_reference(space, shape);
   for (InputSet& set : w.sets) set.arguments = w.make_arguments(set.buffers, output_pointers);
 }
@@ -320,7 +321,7 @@ Workload::~Workload() = default;
 
 const DeviceInfo& Workload::device() const { return impl_->device; }
 const SupportKernels& Workload::support() const { return *impl_->support; }
-const Stream& Workload::stream() const { return impl_->stream; }
+const Stream& Workload::stream() const { return *impl_->stream; }
 const Tolerance& Workload::tolerance() const { return impl_->tolerance; }
 std::uint64_t Workload::seed() const { return impl_->options.seed; }
 int Workload::input_sets() const { return static_cast<int>(impl_->sets.size()); }
@@ -364,7 +365,7 @@ ValidationStats Workload::compare(int set) {
 void Workload::flush_l2() {
   Impl& w = *impl_;
   if (!w.flush.get()) return;
-  w.support->flush_l2(w.flush.get(), w.flush.bytes() / 4, ++w.flush_counter, w.stream);
+  w.support->flush_l2(w.flush.get(), w.flush.bytes() / 4, ++w.flush_counter, *w.stream);
 }
 
 std::optional<std::string> tolerance_failure(const ValidationStats& stats, const Tolerance& tolerance) {
