@@ -63,8 +63,9 @@ void cuda_check(int code, std::string_view call, std::string_view file, int line
 bool cuda_check_nothrow(int code, std::string_view call, std::string_view file,
                         int line) noexcept {
   if (code == cudaSuccess) return true;
-  // A failed release during unwinding after a sticky error is expected; it
-  // is reported, never thrown.
+  // After a sticky error every release fails the same way; that error was
+  // already reported by the call that met it first, so only others are shown.
+  if (cuda_error_is_sticky(code)) return false;
   std::fprintf(stderr, "mlatune: warning: %.*s:%d: %.*s failed: %s (%s)\n",
                static_cast<int>(file.size()), file.data(), line, static_cast<int>(call.size()),
                call.data(), cudaGetErrorString(static_cast<cudaError_t>(code)),

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace mlatune {
 
@@ -369,15 +370,19 @@ void Workload::flush_l2() {
 }
 
 std::optional<std::string> tolerance_failure(const ValidationStats& stats, const Tolerance& tolerance) {
+  // Every violated criterion is named, so a stored failure says all it knows.
+  std::vector<std::string> violations;
   if (stats.nonfinite > 0)
-    return fmt::format("{} of {} output elements are NaN or infinite", stats.nonfinite, stats.elements);
+    violations.push_back(
+        fmt::format("{} of {} output elements are NaN or infinite", stats.nonfinite, stats.elements));
   if (!(stats.relative_l2 <= tolerance.relative_l2))
-    return fmt::format("relative L2 error {:.3g} exceeds the tolerance {:.3g}", stats.relative_l2,
-                       tolerance.relative_l2);
+    violations.push_back(fmt::format("relative L2 error {:.3g} exceeds the tolerance {:.3g}",
+                                     stats.relative_l2, tolerance.relative_l2));
   if (tolerance.max_abs && !(stats.max_abs <= *tolerance.max_abs))
-    return fmt::format("max abs error {:.3g} exceeds the tolerance {:.3g}", stats.max_abs,
-                       *tolerance.max_abs);
-  return std::nullopt;
+    violations.push_back(fmt::format("max abs error {:.3g} exceeds the tolerance {:.3g}",
+                                     stats.max_abs, *tolerance.max_abs));
+  if (violations.empty()) return std::nullopt;
+  return fmt::format("{}", fmt::join(violations, "; "));
 }
 
 }  // namespace mlatune
