@@ -73,6 +73,15 @@ extern "C" __global__ void mlatune_flush_l2(unsigned* data, u64 n, unsigned valu
 
 extern "C" __global__ void mlatune_empty() {}
 
+// Keeps the GPU busy for about `cycles` clocks without touching memory, so
+// that the host has queued the timed launch before the GPU reaches it: the
+// events then measure the kernel, not the host's launch rate.
+extern "C" __global__ void mlatune_spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
 __device__ __forceinline__ bool mlatune_finite(double x) { return isfinite(x); }
 
 template <typename T>

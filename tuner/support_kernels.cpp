@@ -91,6 +91,7 @@ SupportKernels::SupportKernels(const DeviceInfo& device) {
   compare_f64_ = LoadedKernel(build.cubin, "mlatune_compare_f64");
   reduce_ = LoadedKernel(build.cubin, "mlatune_reduce_partials");
   empty_ = LoadedKernel(build.cubin, "mlatune_empty");
+  spin_ = LoadedKernel(build.cubin, "mlatune_spin");
   // Enough blocks to fill every multiprocessor several times over; the
   // element loops are grid-strided, so any count is correct.
   grid_limit_ = std::max(1, device.multiprocessors * 8);
@@ -145,6 +146,13 @@ void SupportKernels::flush_l2(void* data, std::uint64_t words, std::uint32_t val
                               const Stream& stream) const {
   void* args[] = {&data, &words, &value};
   launch_elementwise(flush_, words, args, stream);
+}
+
+void SupportKernels::spin(std::int64_t cycles, const Stream& stream) const {
+  const std::int64_t one[3] = {1, 1, 1};
+  long long count = cycles;
+  void* args[] = {&count};
+  cuda_check(spin_.launch(one, one, 0, args, stream), spin_.entry(), __FILE__, __LINE__);
 }
 
 ComparisonSums SupportKernels::compare(const void* out, bool out_is_f32, const void* ref,

@@ -62,6 +62,8 @@ class SupportKernels {
   /// + compare_partials doubles.  Synchronizes `stream`.
   ComparisonSums compare(const void* out, bool out_is_f32, const void* ref, std::uint64_t n,
                          void* scratch, const Stream& stream) const;
+  /// One thread spinning for about `cycles` clocks (no memory traffic).
+  void spin(std::int64_t cycles, const Stream& stream) const;
   /// The empty kernel, whose time is the floor of every measurement.
   const LoadedKernel& empty() const { return empty_; }
 
@@ -70,7 +72,7 @@ class SupportKernels {
                           const Stream& stream) const;
   int grid_limit_ = 1;
   LoadedKernel fill_f32_, fill_f64_, fill_i32_, fill_i64_, poison_f32_, poison_f64_, flush_,
-      compare_f32_, compare_f64_, reduce_, empty_;
+      compare_f32_, compare_f64_, reduce_, empty_, spin_;
 };
 
 }  // namespace mlatune
