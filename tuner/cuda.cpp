@@ -232,12 +232,12 @@ float Event::elapsed_ms_since(const Event& start) const {
 
 // ---- LoadedKernel -------------------------------------------------------------
 
-LoadedKernel::LoadedKernel(std::string_view image, const std::string& entry) : entry_(entry) {
-  // cudaLibraryLoadData reads a cubin's size from its ELF header; a copy
-  // guarantees alignment (the bytes may come from a std::string inside a message).
-  std::string aligned(image);
+LoadedKernel::LoadedKernel(std::string_view image, const std::string& entry)
+    : image_(image), entry_(entry) {
+  // cudaLibraryLoadData reads a cubin's size from its ELF header; the owned
+  // copy is heap-aligned and outlives the library.
   cudaLibrary_t library = nullptr;
-  MLATUNE_CUDA(cudaLibraryLoadData(&library, aligned.data(), nullptr, nullptr, 0, nullptr,
+  MLATUNE_CUDA(cudaLibraryLoadData(&library, image_.data(), nullptr, nullptr, 0, nullptr,
                                    nullptr, 0));
   library_ = library;
   cudaKernel_t kernel = nullptr;
@@ -258,13 +258,15 @@ void LoadedKernel::release() noexcept {
 }
 
 LoadedKernel::LoadedKernel(LoadedKernel&& other) noexcept
-    : library_(std::exchange(other.library_, nullptr)),
+    : image_(std::move(other.image_)),
+      library_(std::exchange(other.library_, nullptr)),
       kernel_(std::exchange(other.kernel_, nullptr)),
       entry_(std::move(other.entry_)) {}
 
 LoadedKernel& LoadedKernel::operator=(LoadedKernel&& other) noexcept {
   if (this != &other) {
     release();
+    image_ = std::move(other.image_);
     library_ = std::exchange(other.library_, nullptr);
     kernel_ = std::exchange(other.kernel_, nullptr);
     entry_ = std::move(other.entry_);

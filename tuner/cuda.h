@@ -178,6 +178,7 @@ class LoadedKernel {
 
  private:
   void release() noexcept;
+  std::string image_;  // kept for the library's life (lazy loading may read it later)
   void* library_ = nullptr;
   void* kernel_ = nullptr;
   std::string entry_;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -34,9 +35,12 @@ void write_all(int fd, const char* data, std::size_t size) {
   sigemptyset(&pipe_only);
   sigaddset(&pipe_only, SIGPIPE);
   sigset_t pending_before;
-  sigpending(&pending_before);
+  sigemptyset(&pending_before);
+  if (sigpending(&pending_before) != 0)
+    throw EnvironmentError("sigpending failed: " + errno_text(errno));
   bool was_pending = sigismember(&pending_before, SIGPIPE) == 1;
-  pthread_sigmask(SIG_BLOCK, &pipe_only, &previous);
+  if (int error = pthread_sigmask(SIG_BLOCK, &pipe_only, &previous); error != 0)
+    throw EnvironmentError("pthread_sigmask failed: " + errno_text(error));
   int error = 0;
   while (size > 0) {
     ssize_t written = ::write(fd, data, size);
@@ -54,7 +58,8 @@ void write_all(int fd, const char* data, std::size_t size) {
     while (sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
     }
   }
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (int restore = pthread_sigmask(SIG_SETMASK, &previous, nullptr); restore != 0)
+    throw EnvironmentError("pthread_sigmask failed: " + errno_text(restore));
   if (error == EPIPE) throw EnvironmentError("the worker's pipe is closed (the worker exited)");
   if (error != 0) throw EnvironmentError("write to the worker pipe failed: " + errno_text(error));
 }
@@ -306,20 +311,64 @@ std::filesystem::path default_worker_executable() {
   return self.parent_path() / "mlatune-worker";
 }
 
+/// Owner of a file descriptor.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
 /// A pipe whose ends are moved above the standard descriptors and marked
 /// close-on-exec, so only the two descriptors we hand over reach the child.
-std::pair<int, int> make_pipe() {
+std::pair<FileDescriptor, FileDescriptor> make_pipe() {
   int ends[2];
   if (::pipe(ends) != 0) throw EnvironmentError("pipe() failed: " + errno_text(errno));
-  for (int& end : ends) {
-    int moved = ::fcntl(end, F_DUPFD_CLOEXEC, 10);
-    int error = errno;
-    ::close(end);
-    if (moved < 0) throw EnvironmentError("fcntl(F_DUPFD_CLOEXEC) failed: " + errno_text(error));
-    end = moved;
+  FileDescriptor raw[2] = {FileDescriptor(ends[0]), FileDescriptor(ends[1])};
+  FileDescriptor moved[2];
+  for (int i = 0; i < 2; ++i) {
+    int fd = ::fcntl(raw[i].get(), F_DUPFD_CLOEXEC, 10);
+    if (fd < 0) throw EnvironmentError("fcntl(F_DUPFD_CLOEXEC) failed: " + errno_text(errno));
+    moved[i] = FileDescriptor(fd);
   }
-  return {ends[0], ends[1]};
+  return {std::move(moved[0]), std::move(moved[1])};
 }
+
+/// Owner of posix_spawn file actions.
+class SpawnActions {
+ public:
+  SpawnActions() {
+    if (int error = posix_spawn_file_actions_init(&actions_); error != 0)
+      throw EnvironmentError("posix_spawn_file_actions_init failed: " + errno_text(error));
+  }
+  ~SpawnActions() { posix_spawn_file_actions_destroy(&actions_); }
+  SpawnActions(const SpawnActions&) = delete;
+  SpawnActions& operator=(const SpawnActions&) = delete;
+  void dup2(int from, int to) {
+    if (int error = posix_spawn_file_actions_adddup2(&actions_, from, to); error != 0)
+      throw EnvironmentError("posix_spawn_file_actions_adddup2 failed: " + errno_text(error));
+  }
+  const posix_spawn_file_actions_t* get() const { return &actions_; }
+
+ private:
+  posix_spawn_file_actions_t actions_;
+};
 
 }  // namespace
 
@@ -353,15 +402,11 @@ void Worker::ensure_running() {
                                        options_.executable.string()));
   auto [request_read, request_write] = make_pipe();
   auto [reply_read, reply_write] = make_pipe();
-  auto process = std::make_unique<Process>();
-  process->to_worker = request_write;
-  process->from_worker = reply_read;
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
+  SpawnActions actions;
   // dup2 clears close-on-exec on the copies: the child sees exactly fds 3 and 4.
-  posix_spawn_file_actions_adddup2(&actions, request_read, 3);
-  posix_spawn_file_actions_adddup2(&actions, reply_write, 4);
+  actions.dup2(request_read.get(), 3);
+  actions.dup2(reply_write.get(), 4);
   std::string program = options_.executable.string();
   std::vector<char*> argv = {program.data(), nullptr};
   std::vector<std::string> environment_text;
@@ -371,13 +416,17 @@ void Worker::ensure_running() {
   std::vector<char*> environment;
   for (std::string& e : environment_text) environment.push_back(e.data());
   environment.push_back(nullptr);
+  auto process = std::make_unique<Process>();
   pid_t pid = -1;
-  int spawned = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environment.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(request_read);
-  ::close(reply_write);
+  int spawned = posix_spawn(&pid, program.c_str(), actions.get(), nullptr, argv.data(), environment.data());
   if (spawned != 0)
     throw EnvironmentError(fmt::format("cannot start the worker {}: {}", program, errno_text(spawned)));
+  // The child holds its own copies; ours of its ends must close, or a dead
+  // worker would never read as end-of-file.
+  request_read = FileDescriptor();
+  reply_write = FileDescriptor();
+  process->to_worker = request_write.release();
+  process->from_worker = reply_read.release();
   process->pid = pid;
   process->reader.emplace(process->from_worker);
   process_ = std::move(process);
@@ -431,6 +480,7 @@ json Worker::exchange_or_throw(const json& request, double step_timeout_s, std::
   if (!reply)
     throw EnvironmentError(fmt::format("{}: {} ({})", what, failure.reason, to_string(failure.outcome)));
   if (reply->value("type", "") == "error") {
+    if (reply->value("exiting", false)) retire(true);
     std::string message = reply->value("message", "unknown error");
     if (reply->value("kind", "") == "input") throw InputError(message);
     throw EnvironmentError(fmt::format("{}: {}", what, message));
@@ -498,9 +548,11 @@ EvaluationResult Worker::evaluate(const Candidate& candidate) {
     result.context_lost = true;
     return result;
   }
-  if (reply->value("type", "") == "error")
+  if (reply->value("type", "") == "error") {
+    if (reply->value("exiting", false)) retire(true);
     throw EnvironmentError(fmt::format("evaluating {}: {}", candidate.label,
                                        reply->value("message", "unknown error")));
+  }
   EvaluationResult result = decode_result(reply->at("result"));
   if (result.context_lost) retire(true);  // it exits after replying
   return result;

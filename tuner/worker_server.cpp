@@ -132,6 +132,8 @@ int run_worker_server(int in_fd, int out_fd) {
     } catch (const json::exception& error) {
       reply = error_reply("environment", fmt::format("malformed request: {}", error.what()));
     }
+    // The tuner must not send the next candidate to a worker that is leaving.
+    if (exit_after_reply && reply.value("type", "") == "error") reply["exiting"] = true;
     write_message(out_fd, reply);
     if (exit_after_reply) return context_lost_status;
   }
