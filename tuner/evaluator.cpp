@@ -102,8 +102,8 @@ class Evaluator::Impl {
           continue;
         }
         if (round > 0 || rounds <= 1) samples[i].insert(samples[i].end(), batch.begin(), batch.end());
+        if (progress) progress();
       }
-      if (progress) progress();
     }
     std::vector<std::optional<TimingStats>> result;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
@@ -188,7 +188,7 @@ class Evaluator::Impl {
     std::vector<double> samples;
     double previous = -1.0;
     int calm = 0;
-    int batch = 5;
+    int batch = 1;  // until the kernel's duration is known: a slow one must not outlast a step
     stable_ = false;
     while (true) {
       int n = std::min(batch, options_.max_repetitions - static_cast<int>(samples.size()));
