@@ -1,0 +1,350 @@
+// GPU evaluation end to end, through the worker process: fault injection,
+// timing sanity, and sweeps of the default space.  Every test skips with the
+// reason when no GPU is usable.  The measurements are printed (the numbers to
+// quote); the assertions are the acceptance bounds.
+#include <algorithm>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tuner/space.h"
+#include "tuner/support_kernels.h"
+#include "tuner/worker.h"
+
+namespace mlatune {
+namespace {
+
+WorkerOptions worker_options() {
+  WorkerOptions options;
+  options.executable = std::filesystem::path(MLATUNE_BINARY_DIR) / "mlatune-worker";
+  return options;
+}
+
+/// Asks a worker (never this process) whether a GPU is usable.
+const DeviceReport& gpu() {
+  static const DeviceReport report = [] {
+    Worker worker(worker_options());
+    return worker.probe_device();
+  }();
+  return report;
+}
+
+#define MLATUNE_REQUIRE_GPU() \
+  if (!gpu().usable) GTEST_SKIP() << "no GPU: " << gpu().reason
+
+std::filesystem::path faults_space() {
+  return std::filesystem::path(MLATUNE_TEST_DATA_DIR) / "faults" / "faults.yaml";
+}
+
+/// A compiled candidate, or the reason it did not compile.
+struct Built {
+  std::optional<Candidate> candidate;
+  std::string log;
+};
+
+Built build(const SearchSpace& space, const Config& config, const Shape& shape,
+            const std::string& arch) {
+  CubinBuild cubin = nvrtc_compile_cubin(space.template_text(), space.kernel().path.filename().string(),
+                                         space.definitions(config, shape), arch);
+  Built built;
+  if (!cubin.ok) {
+    built.log = cubin.log;
+    return built;
+  }
+  Candidate candidate;
+  candidate.label = space.config_string(config);
+  candidate.cubin = std::move(cubin.cubin);
+  candidate.entry = space.kernel().entry;
+  candidate.geometry = space.geometry(config, shape);
+  built.candidate = std::move(candidate);
+  return built;
+}
+
+/// Compiles many configs on all cores (NVRTC needs no GPU).
+std::vector<Built> build_all(const SearchSpace& space, const std::vector<Config>& configs,
+                             const Shape& shape, const std::string& arch) {
+  std::vector<Built> built(configs.size());
+  std::atomic<std::size_t> next{0};
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (std::size_t i = next++; i < configs.size(); i = next++)
+        built[i] = build(space, configs[i], shape, arch);
+    });
+  for (std::thread& thread : pool) thread.join();
+  return built;
+}
+
+Config config(const SearchSpace& space, const std::string& text) { return space.parse_config(text); }
+
+std::string describe(const EvaluationResult& r) {
+  std::string text(to_string(r.outcome));
+  if (r.validation)
+    text += fmt::format(" rel_l2={:.3g} max_abs={:.3g} nonfinite={}", r.validation->relative_l2,
+                        r.validation->max_abs, r.validation->nonfinite);
+  if (r.timing)
+    text += fmt::format(" median={:.2f}us min={:.2f} p90={:.2f} n={} spread={:.3f}", r.timing->median_us,
+                        r.timing->min_us, r.timing->p90_us, r.timing->count, r.timing->spread);
+  if (!r.reason.empty()) text += " | " + r.reason;
+  return text;
+}
+
+TEST(GpuEvaluator, FaultsAreRecordedAndCorrectConfigsAroundThemMeasured) {
+  MLATUNE_REQUIRE_GPU();
+  SearchSpace space = SearchSpace::load(faults_space());
+  Shape shape = space.parse_shape("N=65536");
+  Worker worker(worker_options());
+  WorkloadRequest request{faults_space(), "N=65536", 1234, {}};
+  request.timing.budget_ms = 100;
+  WorkloadInfo info = worker.set_workload(request);
+  std::printf("device %s (%s), reference %.2f us, floor %.2f us, step timeout %.2f s\n",
+              info.device.name.c_str(), info.device.arch().c_str(), info.reference_us,
+              info.floor.median_us, worker.step_timeout_s());
+
+  // Each fault between correct configs: THREADS alternates so that the
+  // correct ones are different cubins.
+  struct Step {
+    std::string config;
+    Outcome expected;
+    std::string reason_contains;
+  };
+  const std::vector<Step> steps = {
+      {"MODE=correct,THREADS=256", Outcome::ok, ""},
+      {"MODE=out_of_bounds,THREADS=256", Outcome::crashed, "cudaErrorIllegalAddress"},
+      {"MODE=correct,THREADS=128", Outcome::ok, ""},
+      {"MODE=trap,THREADS=256", Outcome::crashed, "cudaErrorLaunchFailure"},
+      {"MODE=correct,THREADS=256", Outcome::ok, ""},
+      {"MODE=hang,THREADS=256", Outcome::timeout, "no progress"},
+      {"MODE=correct,THREADS=128", Outcome::ok, ""},
+      {"MODE=off_by_1e3,THREADS=256", Outcome::wrong_result, "max abs error"},
+      {"MODE=correct,THREADS=256", Outcome::ok, ""},
+      {"MODE=too_much_smem,THREADS=256", Outcome::launch_error, "shared memory"},
+      {"MODE=correct,THREADS=128", Outcome::ok, ""},
+  };
+  for (const Step& step : steps) {
+    Built built = build(space, config(space, step.config), shape, info.device.arch());
+    ASSERT_TRUE(built.candidate) << step.config << ":\n" << built.log;
+    EvaluationResult result = worker.evaluate(*built.candidate);
+    std::printf("%-32s %s\n", step.config.c_str(), describe(result).c_str());
+    EXPECT_EQ(result.outcome, step.expected) << step.config << ": " << describe(result);
+    EXPECT_NE(result.reason.find(step.reason_contains), std::string::npos)
+        << step.config << ": " << result.reason;
+    if (step.expected == Outcome::ok) {
+      ASSERT_TRUE(result.timing && result.validation) << step.config;
+      EXPECT_TRUE(result.validation->passed);
+      EXPECT_EQ(result.validation->input_sets, 2);
+      EXPECT_LT(result.validation->relative_l2, 1e-6);  // float32 rounding only
+      EXPECT_GT(result.timing->count, 0);
+      EXPECT_GE(result.timing->median_us, info.floor.min_us);
+    }
+    if (step.expected == Outcome::wrong_result) {
+      // The error figures are kept with the failure: one element off by 1e-3.
+      ASSERT_TRUE(result.validation);
+      EXPECT_FALSE(result.validation->passed);
+      EXPECT_NEAR(result.validation->max_abs, 1e-3, 2e-4);
+      EXPECT_LT(result.validation->relative_l2, 1e-5);  // caught by max abs alone
+      EXPECT_EQ(result.validation->nonfinite, 0u);
+    }
+  }
+  // out_of_bounds, trap and hang each cost one worker.
+  EXPECT_EQ(worker.replacements(), 3);
+}
+
+TEST(GpuEvaluator, TimingSanity) {
+  MLATUNE_REQUIRE_GPU();
+  SearchSpace space = SearchSpace::load(faults_space());
+  // 16 Mi elements: 192 MiB streamed per pass, over three times the L2.
+  const std::string shape_text = "N=16777216";
+  Shape shape = space.parse_shape(shape_text);
+  Worker worker(worker_options());
+  WorkloadRequest request{faults_space(), shape_text, 99, {}};
+  request.timing.budget_ms = 300;
+  WorkloadInfo info = worker.set_workload(request);
+  std::printf("empty kernel (cold): median %.3f us, min %.3f, p90 %.3f, %d launches, %s\n",
+              info.floor.median_us, info.floor.min_us, info.floor.p90_us, info.floor.count,
+              info.floor.method.c_str());
+  EXPECT_GE(info.floor.median_us, 2.0);
+  EXPECT_LE(info.floor.median_us, 6.0);
+
+  Built single = build(space, config(space, "MODE=correct,THREADS=256"), shape, info.device.arch());
+  Built twice = build(space, config(space, "MODE=double_work,THREADS=256"), shape, info.device.arch());
+  ASSERT_TRUE(single.candidate && twice.candidate);
+  EvaluationResult first = worker.evaluate(*single.candidate);
+  EvaluationResult doubled = worker.evaluate(*twice.candidate);
+  EvaluationResult second = worker.evaluate(*single.candidate);
+  std::printf("correct, 1st:  %s\ndouble_work:   %s\ncorrect, 2nd:  %s\n", describe(first).c_str(),
+              describe(doubled).c_str(), describe(second).c_str());
+  ASSERT_EQ(first.outcome, Outcome::ok);
+  ASSERT_EQ(second.outcome, Outcome::ok);
+  ASSERT_EQ(doubled.outcome, Outcome::ok);
+  double repeat = second.timing->median_us / first.timing->median_us;
+  double ratio = doubled.timing->median_us / first.timing->median_us;
+  std::printf("same config twice: ratio %.4f; double work: ratio %.3f\n", repeat, ratio);
+  EXPECT_NEAR(repeat, 1.0, 0.05);
+  EXPECT_GE(ratio, 1.7);
+  EXPECT_LE(ratio, 2.3);
+
+  auto again = worker.retime({*single.candidate, *twice.candidate}, 10);
+  ASSERT_EQ(again.size(), 2u);
+  ASSERT_TRUE(again[0] && again[1]);
+  std::printf("interleaved retime: correct %.2f us, double_work %.2f us (%s)\n", again[0]->median_us,
+              again[1]->median_us, again[0]->method.c_str());
+  EXPECT_NEAR(again[0]->median_us / first.timing->median_us, 1.0, 0.05);
+}
+
+TEST(GpuEvaluator, ShapeThatDoesNotFitSaysSo) {
+  MLATUNE_REQUIRE_GPU();
+  Worker worker(worker_options());
+  // 3e10 elements: three buffers of 120 GB each.
+  WorkloadRequest request{faults_space(), "N=30000000000", 1, {}};
+  try {
+    worker.set_workload(request);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& error) {
+    std::printf("%s\n", error.what());
+    EXPECT_NE(std::string(error.what()).find("does not fit"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(worker.replacements(), 0);
+}
+
+TEST(GpuEvaluator, SameSeedSameErrorsOtherSeedOtherErrors) {
+  MLATUNE_REQUIRE_GPU();
+  SearchSpace space = SearchSpace::load(faults_space());
+  Shape shape = space.parse_shape("N=65536");
+  Worker worker(worker_options());
+  auto errors_with_seed = [&](std::uint64_t seed) {
+    WorkloadRequest request{faults_space(), "N=65536", seed, {}};
+    request.timing.budget_ms = 20;
+    WorkloadInfo info = worker.set_workload(request);
+    EXPECT_EQ(info.seed, seed);
+    Built built = build(space, config(space, "MODE=off_by_1e3,THREADS=256"), shape, info.device.arch());
+    EvaluationResult result = worker.evaluate(*built.candidate);
+    EXPECT_EQ(result.outcome, Outcome::wrong_result);
+    return result.validation.value_or(ValidationStats{}).relative_l2;
+  };
+  double first = errors_with_seed(11), again = errors_with_seed(11), other = errors_with_seed(12);
+  std::printf("relative L2 with seed 11: %.17g, again: %.17g, seed 12: %.17g\n", first, again, other);
+  // Same inputs and a fixed-order reduction: bit for bit the same figure.
+  EXPECT_EQ(first, again);
+  EXPECT_NE(first, other);
+}
+
+TEST(GpuEvaluator, CacheModes) {
+  MLATUNE_REQUIRE_GPU();
+  SearchSpace space = SearchSpace::load(faults_space());
+  // 1 Mi elements: 12 MiB per pass, well inside the L2.
+  const std::string shape_text = "N=1048576";
+  Shape shape = space.parse_shape(shape_text);
+  for (CacheMode mode : {CacheMode::cold, CacheMode::rotate, CacheMode::hot}) {
+    Worker worker(worker_options());
+    WorkloadRequest request{faults_space(), shape_text, 5, {}};
+    request.timing.cache = mode;
+    request.timing.budget_ms = 100;
+    WorkloadInfo info = worker.set_workload(request);
+    Built built = build(space, config(space, "MODE=correct,THREADS=256"), shape, info.device.arch());
+    EvaluationResult result = worker.evaluate(*built.candidate);
+    ASSERT_EQ(result.outcome, Outcome::ok) << describe(result);
+    std::printf("%-6s floor %.2f us, kernel %s; %d input sets; %s\n",
+                std::string(to_string(mode)).c_str(), info.floor.median_us, describe(result).c_str(),
+                info.input_sets, result.timing->method.c_str());
+    EXPECT_EQ(result.timing->cache, mode);
+    if (mode == CacheMode::rotate) {
+      // One pass over the sets writes at least twice the L2.
+      EXPECT_GE(static_cast<std::int64_t>(info.input_sets) * 2 * 1048576 * 4, 2 * info.device.l2_bytes);
+    } else {
+      EXPECT_EQ(info.input_sets, 2);
+    }
+  }
+}
+
+/// Evaluates configs of the default space at one shape and prints the
+/// outcome counts and the fastest five (re-timed, interleaved).
+void sweep_default_space(const std::string& shape_text, std::optional<std::size_t> sample) {
+  std::filesystem::path file =
+      std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "fused_mla_attention.yaml";
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << "the default space " << file << " is absent";
+  SearchSpace space = SearchSpace::load(file);
+  Shape shape = space.parse_shape(shape_text);
+  std::vector<Config> configs;
+  if (sample) {
+    std::mt19937_64 rng(2026);
+    std::set<Config> seen;
+    std::uint64_t valid = space.count(shape);
+    while (seen.size() < std::min<std::uint64_t>(*sample, valid)) {
+      auto c = space.sample(shape, rng);
+      if (!c) break;
+      if (seen.insert(*c).second) configs.push_back(*c);
+    }
+  } else {
+    space.for_each_valid(shape, [&](const Config& c) {
+      configs.push_back(c);
+      return true;
+    });
+  }
+  ASSERT_FALSE(configs.empty());
+
+  Worker worker(worker_options());
+  WorkloadRequest request{file, shape_text, 7, {}};
+  request.timing.budget_ms = 100;
+  WorkloadInfo info = worker.set_workload(request);
+  std::printf("%s at %s on %s: %zu configs, reference %.1f us, floor %.2f us, seed %llu\n",
+              space.kernel_name().c_str(), shape_text.c_str(), info.device.name.c_str(),
+              configs.size(), info.reference_us, info.floor.median_us,
+              static_cast<unsigned long long>(info.seed));
+  std::vector<Built> built = build_all(space, configs, shape, info.device.arch());
+
+  std::map<Outcome, int> counts;
+  std::vector<std::pair<double, std::size_t>> fastest;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (!built[i].candidate) {
+      if (counts[Outcome::compile_error]++ == 0)
+        std::printf("  first compile error, %s:\n%s\n", space.config_string(configs[i]).c_str(),
+                    built[i].log.substr(0, 600).c_str());
+      continue;
+    }
+    EvaluationResult result = worker.evaluate(*built[i].candidate);
+    ++counts[result.outcome];
+    if (result.outcome == Outcome::ok)
+      fastest.emplace_back(result.timing->median_us, i);
+    else
+      std::printf("  %s: %s\n", built[i].candidate->label.c_str(), describe(result).c_str());
+    EXPECT_TRUE(result.outcome == Outcome::ok || !result.reason.empty());
+  }
+  std::printf("outcomes:");
+  for (const auto& [outcome, count] : counts) std::printf(" %s=%d", std::string(to_string(outcome)).c_str(), count);
+  std::printf(" (workers replaced: %d)\n", worker.replacements());
+  ASSERT_FALSE(fastest.empty()) << "no config of the default space ran correctly";
+
+  std::sort(fastest.begin(), fastest.end());
+  fastest.resize(std::min<std::size_t>(fastest.size(), 5));
+  std::vector<Candidate> top;
+  for (const auto& [time, index] : fastest) top.push_back(*built[index].candidate);
+  auto again = worker.retime(top, 10);
+  std::printf("fastest five (sweep median -> interleaved re-time median, min, p90):\n");
+  for (std::size_t k = 0; k < top.size(); ++k) {
+    ASSERT_TRUE(again[k]) << top[k].label;
+    std::printf("  %8.2f us -> %8.2f us (min %.2f, p90 %.2f)  %s\n", fastest[k].first,
+                again[k]->median_us, again[k]->min_us, again[k]->p90_us, top[k].label.c_str());
+    EXPECT_GE(again[k]->median_us, info.floor.min_us);
+  }
+}
+
+TEST(GpuEvaluator, DefaultSpaceAllConfigsAtS0) {
+  MLATUNE_REQUIRE_GPU();
+  sweep_default_space("B=2,T=32,H=4,D=16,R=24", std::nullopt);
+}
+
+TEST(GpuEvaluator, DefaultSpaceRandom100AtS2) {
+  MLATUNE_REQUIRE_GPU();
+  sweep_default_space("B=4,T=1024,H=16,D=64,R=128", 100);
+}
+
+}  // namespace
+}  // namespace mlatune

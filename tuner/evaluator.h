@@ -1,0 +1,92 @@
+// The evaluator: runs one compiled candidate on the GPU against a Workload,
+// checks every output element against the float64 reference on two input
+// sets, and times it with CUDA events under a stated cache method.
+//
+// The types at the top (ValidationStats, Candidate, EvaluationResult; timing
+// in tuner/timing.h) carry no CUDA and travel between the tuner and the worker
+// process (tuner/worker.h); the Evaluator class itself runs in the worker,
+// where a crash cannot take the sweep down.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tuner/outcome.h"
+#include "tuner/space.h"
+#include "tuner/timing.h"
+
+namespace mlatune {
+
+/// Errors of a candidate's output against the float64 reference, the worst
+/// over all validation input sets.
+struct ValidationStats {
+  double relative_l2 = 0.0;       // ||out - ref|| / ||ref|| over finite outputs
+  double max_abs = 0.0;
+  std::uint64_t nonfinite = 0;    // NaN or Inf outputs (never pass)
+  std::uint64_t elements = 0;     // compared per input set
+  int input_sets = 0;
+  bool passed = false;
+};
+
+/// A compiled candidate, ready to run.
+struct Candidate {
+  std::string label;   // for messages, e.g. the config as text
+  std::string cubin;   // image for the worker's device
+  std::string entry;
+  LaunchGeometry geometry;
+};
+
+/// What the evaluation of one candidate found.  `reason` explains every
+/// outcome other than ok; the error figures are kept pass or fail.
+struct EvaluationResult {
+  Outcome outcome = Outcome::ok;
+  std::string reason;
+  std::optional<ValidationStats> validation;
+  std::optional<TimingStats> timing;
+  int registers = 0;
+  std::int64_t local_bytes = 0;
+  /// The CUDA context is unusable after this (sticky error): the process
+  /// that ran it must be replaced.
+  bool context_lost = false;
+};
+
+class Workload;
+
+/// Runs candidates against one Workload in the current process.  Measures
+/// the empty-kernel floor with the same method on construction.
+class Evaluator {
+ public:
+  Evaluator(Workload& workload, TimingOptions options);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
+
+  /// Loads, validates (two input sets) and times `candidate`.  A refused
+  /// launch, a wrong result or a sticky CUDA error is a result; `progress` is
+  /// called after each step that synchronized with the GPU (the worker turns
+  /// it into a heartbeat).  Throws EnvironmentError for a broken environment
+  /// and for a time below the empty-kernel floor (a broken measurement).
+  EvaluationResult evaluate(const Candidate& candidate,
+                            const std::function<void()>& progress = {});
+
+  /// Times already validated candidates again, interleaved (round robin over
+  /// `rounds` rounds) so that drift affects all alike.  An entry is empty for
+  /// a candidate that failed to launch.
+  std::vector<std::optional<TimingStats>> retime(const std::vector<Candidate>& candidates,
+                                                 int rounds,
+                                                 const std::function<void()>& progress = {});
+
+  /// The empty kernel's time with this evaluator's method.
+  const TimingStats& floor() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mlatune

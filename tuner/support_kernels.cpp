@@ -1,0 +1,189 @@
+#include "tuner/support_kernels.h"
+
+#include <algorithm>
+#include <array>
+#include <memory>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include "tuner/embedded.h"
+
+namespace mlatune {
+
+namespace {
+
+void check_nvrtc(nvrtcResult code, std::string_view call, const std::string& name) {
+  if (code != NVRTC_SUCCESS)
+    throw EnvironmentError(fmt::format("{} failed for {}: {} (nvrtcResult {})", call, name,
+                                       nvrtcGetErrorString(code), static_cast<int>(code)));
+}
+
+/// Owner of an nvrtcProgram.
+class Program {
+ public:
+  Program(std::string_view source, const std::string& name) : name_(name) {
+    std::string text(source);
+    check_nvrtc(nvrtcCreateProgram(&program_, text.c_str(), name.c_str(), 0, nullptr, nullptr),
+                "nvrtcCreateProgram", name);
+  }
+  ~Program() {
+    if (program_) nvrtcDestroyProgram(&program_);
+  }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  nvrtcProgram get() const { return program_; }
+
+ private:
+  nvrtcProgram program_ = nullptr;
+  std::string name_;
+};
+
+}  // namespace
+
+CubinBuild nvrtc_compile_cubin(std::string_view source, const std::string& name,
+                               const std::vector<std::pair<std::string, std::string>>& definitions,
+                               const std::string& arch) {
+  Program program(source, name);
+  std::vector<std::string> options = {"--gpu-architecture=" + arch, "--std=c++17"};
+  for (const auto& [key, value] : definitions) options.push_back(fmt::format("-D{}={}", key, value));
+  std::vector<const char*> pointers;
+  for (const std::string& option : options) pointers.push_back(option.c_str());
+  nvrtcResult compiled =
+      nvrtcCompileProgram(program.get(), static_cast<int>(pointers.size()), pointers.data());
+
+  CubinBuild build;
+  std::size_t log_size = 0;
+  check_nvrtc(nvrtcGetProgramLogSize(program.get(), &log_size), "nvrtcGetProgramLogSize", name);
+  if (log_size > 1) {
+    build.log.resize(log_size);
+    check_nvrtc(nvrtcGetProgramLog(program.get(), build.log.data()), "nvrtcGetProgramLog", name);
+    build.log.resize(log_size - 1);  // drop the terminating NUL
+  }
+  if (compiled == NVRTC_ERROR_COMPILATION) return build;
+  check_nvrtc(compiled, "nvrtcCompileProgram", name);
+
+  std::size_t cubin_size = 0;
+  check_nvrtc(nvrtcGetCUBINSize(program.get(), &cubin_size), "nvrtcGetCUBINSize", name);
+  build.cubin.resize(cubin_size);
+  check_nvrtc(nvrtcGetCUBIN(program.get(), build.cubin.data()), "nvrtcGetCUBIN", name);
+  build.ok = true;
+  return build;
+}
+
+SupportKernels::SupportKernels(const DeviceInfo& device) {
+  const char* path = "templates/mlatune_support.cu";
+  auto source = find_embedded(path);
+  if (!source) throw EnvironmentError(fmt::format("{} is not embedded in this build", path));
+  CubinBuild build = nvrtc_compile_cubin(*source, "mlatune_support.cu", {}, device.arch());
+  if (!build.ok)
+    throw EnvironmentError(
+        fmt::format("the support kernels do not compile for {}:\n{}", device.arch(), build.log));
+  fill_f32_ = LoadedKernel(build.cubin, "mlatune_fill_normal_f32");
+  fill_f64_ = LoadedKernel(build.cubin, "mlatune_fill_normal_f64");
+  fill_i32_ = LoadedKernel(build.cubin, "mlatune_fill_int32");
+  fill_i64_ = LoadedKernel(build.cubin, "mlatune_fill_int64");
+  poison_f32_ = LoadedKernel(build.cubin, "mlatune_poison_f32");
+  poison_f64_ = LoadedKernel(build.cubin, "mlatune_poison_f64");
+  flush_ = LoadedKernel(build.cubin, "mlatune_flush_l2");
+  compare_f32_ = LoadedKernel(build.cubin, "mlatune_compare_f32");
+  compare_f64_ = LoadedKernel(build.cubin, "mlatune_compare_f64");
+  reduce_ = LoadedKernel(build.cubin, "mlatune_reduce_partials");
+  empty_ = LoadedKernel(build.cubin, "mlatune_empty");
+  spin_ = LoadedKernel(build.cubin, "mlatune_spin");
+  // Enough blocks to fill every multiprocessor several times over; the
+  // element loops are grid-strided, so any count is correct.
+  grid_limit_ = std::max(1, device.multiprocessors * 8);
+}
+
+void SupportKernels::launch_elementwise(const LoadedKernel& kernel, std::uint64_t n, void** args,
+                                        const Stream& stream) const {
+  if (n == 0) return;
+  constexpr std::int64_t threads = 256;
+  std::int64_t blocks = static_cast<std::int64_t>(
+      std::min<std::uint64_t>((n + threads - 1) / threads, static_cast<std::uint64_t>(grid_limit_)));
+  const std::int64_t grid[3] = {blocks, 1, 1};
+  const std::int64_t block[3] = {threads, 1, 1};
+  cuda_check(kernel.launch(grid, block, 0, args, stream), kernel.entry(), __FILE__, __LINE__);
+}
+
+void SupportKernels::fill_normal_f32(void* data, std::uint64_t n, std::uint64_t key,
+                                     const Stream& stream) const {
+  void* args[] = {&data, &n, &key};
+  launch_elementwise(fill_f32_, n, args, stream);
+}
+
+void SupportKernels::fill_normal_f64(void* data, std::uint64_t n, std::uint64_t key,
+                                     const Stream& stream) const {
+  void* args[] = {&data, &n, &key};
+  launch_elementwise(fill_f64_, n, args, stream);
+}
+
+void SupportKernels::fill_int32(void* data, std::uint64_t n, std::uint64_t key,
+                                const Stream& stream) const {
+  void* args[] = {&data, &n, &key};
+  launch_elementwise(fill_i32_, n, args, stream);
+}
+
+void SupportKernels::fill_int64(void* data, std::uint64_t n, std::uint64_t key,
+                                const Stream& stream) const {
+  void* args[] = {&data, &n, &key};
+  launch_elementwise(fill_i64_, n, args, stream);
+}
+
+void SupportKernels::poison_f32(void* data, std::uint64_t n, const Stream& stream) const {
+  void* args[] = {&data, &n};
+  launch_elementwise(poison_f32_, n, args, stream);
+}
+
+void SupportKernels::poison_f64(void* data, std::uint64_t n, const Stream& stream) const {
+  void* args[] = {&data, &n};
+  launch_elementwise(poison_f64_, n, args, stream);
+}
+
+void SupportKernels::flush_l2(void* data, std::uint64_t words, std::uint32_t value,
+                              const Stream& stream) const {
+  void* args[] = {&data, &words, &value};
+  launch_elementwise(flush_, words, args, stream);
+}
+
+void SupportKernels::spin(std::int64_t cycles, const Stream& stream) const {
+  const std::int64_t one[3] = {1, 1, 1};
+  long long count = cycles;
+  void* args[] = {&count};
+  cuda_check(spin_.launch(one, one, 0, args, stream), spin_.entry(), __FILE__, __LINE__);
+}
+
+ComparisonSums SupportKernels::compare(const void* out, bool out_is_f32, const void* ref,
+                                       std::uint64_t n, void* scratch,
+                                       const Stream& stream) const {
+  double* partials = static_cast<double*>(scratch);
+  double* totals = partials + compare_blocks * compare_partials;
+  {
+    const std::int64_t grid[3] = {compare_blocks, 1, 1};
+    const std::int64_t block[3] = {compare_threads, 1, 1};
+    void* args[] = {&out, &ref, &n, &partials};
+    const LoadedKernel& kernel = out_is_f32 ? compare_f32_ : compare_f64_;
+    cuda_check(kernel.launch(grid, block, 0, args, stream), kernel.entry(), __FILE__, __LINE__);
+  }
+  {
+    const std::int64_t one[3] = {1, 1, 1};
+    unsigned blocks = compare_blocks;
+    void* args[] = {&partials, &blocks, &totals};
+    cuda_check(reduce_.launch(one, one, 0, args, stream), reduce_.entry(), __FILE__, __LINE__);
+  }
+  std::array<double, compare_partials> host{};
+  MLATUNE_CUDA(cudaMemcpyAsync(host.data(), totals, sizeof host, cudaMemcpyDeviceToHost,
+                               static_cast<cudaStream_t>(stream.get())));
+  stream.synchronize();
+  ComparisonSums sums;
+  sums.squared_difference = host[0];
+  sums.squared_reference = host[1];
+  sums.max_abs = host[2];
+  sums.nonfinite_output = static_cast<std::uint64_t>(host[3]);
+  sums.nonfinite_reference = static_cast<std::uint64_t>(host[4]);
+  return sums;
+}
+
+}  // namespace mlatune

@@ -1,0 +1,78 @@
+// The evaluator's helper kernels (templates/mlatune_support.cu) compiled for
+// the device at hand and loaded, plus the minimal NVRTC call that compiles
+// them and the reference kernels.
+//
+// Why a second NVRTC caller beside the Compiler (tuner/compiler.h): the worker
+// must compile its own helpers and the float64 reference for whatever GPU it
+// finds, and this file predates the Compiler; the two can be unified later.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tuner/cuda.h"
+
+namespace mlatune {
+
+/// Result of one NVRTC compilation: a cubin, or the log that says why not.
+struct CubinBuild {
+  bool ok = false;
+  std::string cubin;
+  std::string log;
+};
+
+/// Compiles `source` (named `name` in messages) to a cubin for `arch`
+/// ("sm_90") with `-D` definitions.  Throws EnvironmentError when NVRTC
+/// itself fails (not for a compile error in the source: that is `log`).
+CubinBuild nvrtc_compile_cubin(std::string_view source, const std::string& name,
+                               const std::vector<std::pair<std::string, std::string>>& definitions,
+                               const std::string& arch);
+
+/// Number of blocks of every comparison (see mlatune_support.cu).
+inline constexpr unsigned compare_blocks = 256;
+inline constexpr unsigned compare_threads = 256;
+inline constexpr unsigned compare_partials = 5;
+
+/// Totals of one comparison of an output with its float64 reference.
+struct ComparisonSums {
+  double squared_difference = 0.0;
+  double squared_reference = 0.0;
+  double max_abs = 0.0;
+  std::uint64_t nonfinite_output = 0;
+  std::uint64_t nonfinite_reference = 0;
+};
+
+/// The support kernels, loaded in the current context.  Every launch goes
+/// to `stream` and is checked; none synchronizes except compare().
+class SupportKernels {
+ public:
+  explicit SupportKernels(const DeviceInfo& device);
+
+  void fill_normal_f32(void* data, std::uint64_t n, std::uint64_t key, const Stream& stream) const;
+  void fill_normal_f64(void* data, std::uint64_t n, std::uint64_t key, const Stream& stream) const;
+  void fill_int32(void* data, std::uint64_t n, std::uint64_t key, const Stream& stream) const;
+  void fill_int64(void* data, std::uint64_t n, std::uint64_t key, const Stream& stream) const;
+  void poison_f32(void* data, std::uint64_t n, const Stream& stream) const;
+  void poison_f64(void* data, std::uint64_t n, const Stream& stream) const;
+  void flush_l2(void* data, std::uint64_t words, std::uint32_t value, const Stream& stream) const;
+  /// Compares `n` elements of `out` (float32 when `out_is_f32`, else float64)
+  /// with `ref` (float64); `scratch` holds compare_blocks * compare_partials
+  /// + compare_partials doubles.  Synchronizes `stream`.
+  ComparisonSums compare(const void* out, bool out_is_f32, const void* ref, std::uint64_t n,
+                         void* scratch, const Stream& stream) const;
+  /// One thread spinning for about `cycles` clocks (no memory traffic).
+  void spin(std::int64_t cycles, const Stream& stream) const;
+  /// The empty kernel, whose time is the floor of every measurement.
+  const LoadedKernel& empty() const { return empty_; }
+
+ private:
+  void launch_elementwise(const LoadedKernel& kernel, std::uint64_t n, void** args,
+                          const Stream& stream) const;
+  int grid_limit_ = 1;
+  LoadedKernel fill_f32_, fill_f64_, fill_i32_, fill_i64_, poison_f32_, poison_f64_, flush_,
+      compare_f32_, compare_f64_, reduce_, empty_, spin_;
+};
+
+}  // namespace mlatune

@@ -1,0 +1,15 @@
+// mlatune-worker: the process in which candidates run (see tuner/worker.h).
+// Started by the tuner with the request pipe on fd 3 and the reply pipe on fd 4.
+#include <cstdio>
+#include <exception>
+
+#include "tuner/worker.h"
+
+int main() {
+  try {
+    return mlatune::run_worker_server(3, 4);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "mlatune-worker: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,388 @@
+#include "tuner/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace mlatune {
+
+namespace {
+
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::string bytes_text(std::int64_t bytes) {
+  if (bytes >= (std::int64_t{1} << 30)) return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
+  if (bytes >= (std::int64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+  return fmt::format("{} bytes", bytes);
+}
+
+/// Storage for one launch argument, as cudaLaunchKernel reads it.
+struct ArgumentSlot {
+  alignas(8) unsigned char bytes[8] = {};
+};
+
+/// A complete argument list; `pointers[i]` points into `slots[i]` (heap
+/// storage, so moving the list keeps them valid).
+struct ArgumentList {
+  std::vector<ArgumentSlot> slots;
+  std::vector<void*> pointers;
+};
+
+struct InputSet {
+  std::vector<DeviceBuffer> buffers;  // one per input argument
+  ArgumentList arguments;
+};
+
+std::int64_t checked_bytes(const BoundArgument& bound) {
+  std::size_t size = element_size(bound.argument->type);
+  if (bound.element_count <= 0)
+    throw InputError(bound.argument->where,
+                     fmt::format("buffer '{}' has {} elements for this shape", bound.argument->name,
+                                 bound.element_count));
+  if (bound.element_count > std::numeric_limits<std::int64_t>::max() / 8)
+    throw InputError(bound.argument->where,
+                     fmt::format("buffer '{}' is too large ({} elements)", bound.argument->name,
+                                 bound.element_count));
+  return bound.element_count * static_cast<std::int64_t>(size);
+}
+
+void store_scalar(const BoundArgument& bound, ArgumentSlot& slot) {
+  const Argument& argument = *bound.argument;
+  double value = bound.scalar;
+  auto integral = [&](double lo, double hi) {
+    if (!std::isfinite(value) || value != std::floor(value) || value < lo || value > hi)
+      throw InputError(argument.where,
+                       fmt::format("scalar '{}' of type {} evaluates to {}, not a representable integer",
+                                   argument.name, element_type_name(argument.type), value));
+  };
+  switch (argument.type) {
+    case ElementType::float32: {
+      float v = static_cast<float>(value);
+      std::memcpy(slot.bytes, &v, sizeof v);
+      break;
+    }
+    case ElementType::float64:
+      std::memcpy(slot.bytes, &value, sizeof value);
+      break;
+    case ElementType::int32: {
+      integral(std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max());
+      auto v = static_cast<std::int32_t>(value);
+      std::memcpy(slot.bytes, &v, sizeof v);
+      break;
+    }
+    case ElementType::int64: {
+      integral(-9007199254740992.0, 9007199254740992.0);
+      auto v = static_cast<std::int64_t>(value);
+      std::memcpy(slot.bytes, &v, sizeof v);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+struct Workload::Impl {
+  DeviceInfo device;
+  std::unique_ptr<SupportKernels> support;
+  std::optional<Stream> stream;  // created once a GPU is known to be usable
+  Tolerance tolerance;
+  WorkloadOptions options;
+  std::vector<BoundArgument> bound;
+  std::vector<std::size_t> input_indices;   // into bound
+  std::vector<std::size_t> output_indices;  // into bound
+  std::vector<DeviceBuffer> outputs;        // one per output argument
+  std::vector<std::vector<DeviceBuffer>> references;  // [validation set][output]
+  std::vector<InputSet> sets;
+  DeviceBuffer flush;
+  DeviceBuffer scratch;
+  double reference_us = 0.0;
+  std::int64_t device_bytes = 0;
+  std::uint32_t flush_counter = 0;
+
+  ArgumentList make_arguments(const std::vector<DeviceBuffer>& inputs,
+                              const std::vector<void*>& output_pointers) const {
+    ArgumentList list;
+    list.slots.assign(bound.size(), ArgumentSlot{});
+    list.pointers.assign(bound.size(), nullptr);
+    std::size_t input = 0, output = 0;
+    for (std::size_t i = 0; i < bound.size(); ++i) {
+      void* device_pointer = nullptr;
+      switch (bound[i].argument->role) {
+        case ArgumentRole::input:
+          device_pointer = inputs[input++].get();
+          std::memcpy(list.slots[i].bytes, &device_pointer, sizeof device_pointer);
+          break;
+        case ArgumentRole::output:
+          device_pointer = output_pointers[output++];
+          std::memcpy(list.slots[i].bytes, &device_pointer, sizeof device_pointer);
+          break;
+        case ArgumentRole::scalar:
+          store_scalar(bound[i], list.slots[i]);
+          break;
+      }
+      list.pointers[i] = list.slots[i].bytes;
+    }
+    return list;
+  }
+
+  void fill(void* data, ElementType type, std::uint64_t n, std::uint64_t key) {
+    switch (type) {
+      case ElementType::float32: support->fill_normal_f32(data, n, key, *stream); break;
+      case ElementType::float64: support->fill_normal_f64(data, n, key, *stream); break;
+      case ElementType::int32: support->fill_int32(data, n, key, *stream); break;
+      case ElementType::int64: support->fill_int64(data, n, key, *stream); break;
+    }
+  }
+
+  void poison(void* data, ElementType type, std::uint64_t n) {
+    if (type == ElementType::float32)
+      support->poison_f32(data, n, *stream);
+    else
+      support->poison_f64(data, n, *stream);
+  }
+
+  ComparisonSums compare_one(const void* out, ElementType type, const void* ref, std::uint64_t n) {
+    return support->compare(out, type == ElementType::float32, ref, n, scratch.get(), *stream);
+  }
+
+  void compute_reference(const SearchSpace& space, const Shape& shape);
+};
+
+void Workload::Impl::compute_reference(const SearchSpace& space, const Shape& shape) {
+  const KernelSource& source = space.reference();
+  CubinBuild build = nvrtc_compile_cubin(space.reference_text(), source.path.filename().string(),
+                                         space.reference_definitions(shape), device.arch());
+  if (!build.ok)
+    throw InputError(source.where, fmt::format("the reference kernel {} does not compile for {}:\n{}",
+                                               source.path.string(), device.arch(), build.log));
+  LoadedKernel kernel(build.cubin, source.entry);
+  LaunchGeometry geometry = space.reference_geometry(shape);
+  for (int i = 0; i < 3; ++i)
+    if (geometry.grid[i] <= 0 || geometry.block[i] <= 0)
+      throw InputError(source.where, "the reference kernel's grid and block must be positive");
+  if (geometry.shared_bytes > 0) {
+    int code = kernel.set_max_dynamic_shared(geometry.shared_bytes);
+    if (code != 0) {
+      cuda_take_last_error();
+      throw InputError(source.where,
+                       fmt::format("the reference kernel cannot use {} bytes of shared memory: {}",
+                                   geometry.shared_bytes, cuda_error_string(code)));
+    }
+  }
+
+  Event start, stop;
+  for (std::size_t s = 0; s < references.size(); ++s) {
+    std::vector<void*> reference_pointers;
+    for (std::size_t k = 0; k < output_indices.size(); ++k) {
+      reference_pointers.push_back(references[s][k].get());
+      poison(references[s][k].get(), ElementType::float64,
+             static_cast<std::uint64_t>(bound[output_indices[k]].element_count));
+    }
+    // The reference reads the same inputs as the candidate, but writes the
+    // float64 reference buffers.
+    ArgumentList arguments = make_arguments(sets[s].buffers, reference_pointers);
+    // Launch twice on the first set: the second, warm launch is timed.
+    int launches = s == 0 ? 2 : 1;
+    for (int l = 0; l < launches; ++l) {
+      bool timed = s == 0 && l == 1;
+      if (timed) start.record(*stream);
+      int code = kernel.launch(geometry.grid, geometry.block, geometry.shared_bytes,
+                               arguments.pointers.data(), *stream);
+      if (code != 0) {
+        cuda_take_last_error();
+        if (cuda_error_is_sticky(code)) throw CudaError(code, "launch of the reference kernel", __FILE__, __LINE__);
+        throw InputError(source.where, fmt::format("the reference kernel cannot launch: {} ({})",
+                                                   cuda_error_string(code), cuda_error_name(code)));
+      }
+      if (timed) stop.record(*stream);
+      stream->synchronize();
+    }
+    if (s == 0) reference_us = stop.elapsed_ms_since(start) * 1000.0;
+    for (std::size_t k = 0; k < output_indices.size(); ++k) {
+      auto n = static_cast<std::uint64_t>(bound[output_indices[k]].element_count);
+      ComparisonSums sums = compare_one(references[s][k].get(), ElementType::float64,
+                                        references[s][k].get(), n);
+      const Argument& argument = *bound[output_indices[k]].argument;
+      if (sums.nonfinite_reference > 0)
+        throw InputError(source.where,
+                         fmt::format("the reference kernel left {} of {} elements of '{}' NaN or "
+                                     "infinite (unwritten or overflowed)",
+                                     sums.nonfinite_reference, n, argument.name));
+      if (sums.squared_reference == 0.0)
+        throw InputError(source.where,
+                         fmt::format("the reference output '{}' is all zeros: relative errors "
+                                     "would be undefined",
+                                     argument.name));
+    }
+  }
+}
+
+Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& w = *impl_;
+  w.options = options;
+  w.tolerance = space.tolerance();
+  if (options.validation_sets < 1) throw InputError("at least one validation input set is needed");
+
+  // Everything that needs no GPU is checked first, so a bad space says so
+  // even on a machine without one.
+  w.bound = space.bind_arguments(shape);
+  std::int64_t input_bytes = 0, output_bytes = 0, reference_bytes = 0;
+  for (std::size_t i = 0; i < w.bound.size(); ++i) {
+    const Argument& argument = *w.bound[i].argument;
+    if (argument.role == ArgumentRole::scalar) continue;
+    std::int64_t bytes = checked_bytes(w.bound[i]);
+    if (argument.role == ArgumentRole::input) {
+      w.input_indices.push_back(i);
+      input_bytes += bytes;
+    } else {
+      if (argument.type != ElementType::float32 && argument.type != ElementType::float64)
+        throw InputError(argument.where,
+                         fmt::format("output '{}' is {}: outputs must be float32 or float64 to be "
+                                     "compared with the float64 reference",
+                                     argument.name, element_type_name(argument.type)));
+      w.output_indices.push_back(i);
+      output_bytes += bytes;
+      reference_bytes += w.bound[i].element_count * 8;
+    }
+  }
+  if (w.output_indices.empty())
+    throw InputError(SourceLocation{space.file_name()}, "the space has no output argument to check");
+
+  GpuProbe probe = probe_gpu();
+  if (!probe.usable) throw EnvironmentError("no GPU: " + probe.reason);
+  w.device = probe.device;
+  w.stream.emplace();
+
+  int sets = options.validation_sets;
+  if (options.cache == CacheMode::rotate && input_bytes > 0) {
+    // Enough sets that one pass over them writes at least twice the L2.
+    std::int64_t needed = (2 * w.device.l2_bytes + input_bytes - 1) / input_bytes;
+    sets = static_cast<int>(std::clamp<std::int64_t>(needed, sets, 8192));
+  }
+  std::int64_t flush_bytes =
+      options.cache == CacheMode::cold ? ((2 * w.device.l2_bytes + 4095) / 4096) * 4096 : 0;
+  std::int64_t scratch_bytes = (compare_blocks + 1) * compare_partials * 8;
+  std::int64_t total = sets * input_bytes + output_bytes +
+                       options.validation_sets * reference_bytes + flush_bytes + scratch_bytes;
+  auto [free_bytes, total_bytes] = device_memory();
+  // Keep a margin for the context, the candidates' code and their local memory.
+  std::int64_t usable = free_bytes - std::min<std::int64_t>(free_bytes / 10, std::int64_t{1} << 30);
+  if (total > usable)
+    throw InputError(fmt::format(
+        "shape {} does not fit on {}: it needs {} of device memory ({} input set(s) of {}, "
+        "outputs {}, float64 references {}, L2 flush {}), but only {} of {} are free",
+        space.shape_string(shape), w.device.name, bytes_text(total), sets, bytes_text(input_bytes),
+        bytes_text(output_bytes), bytes_text(options.validation_sets * reference_bytes),
+        bytes_text(flush_bytes), bytes_text(free_bytes), bytes_text(total_bytes)));
+  w.device_bytes = total;
+
+  w.support = std::make_unique<SupportKernels>(w.device);
+  w.scratch = DeviceBuffer(static_cast<std::size_t>(scratch_bytes));
+  if (flush_bytes > 0) w.flush = DeviceBuffer(static_cast<std::size_t>(flush_bytes));
+
+  std::vector<void*> output_pointers;
+  for (std::size_t index : w.output_indices) {
+    w.outputs.emplace_back(static_cast<std::size_t>(checked_bytes(w.bound[index])));
+    output_pointers.push_back(w.outputs.back().get());
+  }
+  w.references.resize(static_cast<std::size_t>(options.validation_sets));
+  for (auto& per_set : w.references)
+    for (std::size_t index : w.output_indices)
+      per_set.emplace_back(static_cast<std::size_t>(w.bound[index].element_count * 8));
+
+  w.sets.resize(static_cast<std::size_t>(sets));
+  for (int s = 0; s < sets; ++s) {
+    InputSet& set = w.sets[static_cast<std::size_t>(s)];
+    for (std::size_t k = 0; k < w.input_indices.size(); ++k) {
+      const BoundArgument& b = w.bound[w.input_indices[k]];
+      set.buffers.emplace_back(static_cast<std::size_t>(checked_bytes(b)));
+      // One independent random stream per (seed, set, argument).
+      std::uint64_t key = mix64(mix64(options.seed) ^ (static_cast<std::uint64_t>(s) << 20) ^ k);
+      w.fill(set.buffers.back().get(), b.argument->type, static_cast<std::uint64_t>(b.element_count),
+             key);
+    }
+  }
+  w.stream->synchronize();
+  w.compute_reference(space, shape);
+  for (InputSet& set : w.sets) set.arguments = w.make_arguments(set.buffers, output_pointers);
+}
+
+Workload::~Workload() = default;
+
+const DeviceInfo& Workload::device() const { return impl_->device; }
+const SupportKernels& Workload::support() const { return *impl_->support; }
+const Stream& Workload::stream() const { return *impl_->stream; }
+const Tolerance& Workload::tolerance() const { return impl_->tolerance; }
+std::uint64_t Workload::seed() const { return impl_->options.seed; }
+int Workload::input_sets() const { return static_cast<int>(impl_->sets.size()); }
+int Workload::validation_sets() const { return impl_->options.validation_sets; }
+void** Workload::arguments(int set) { return impl_->sets.at(static_cast<std::size_t>(set)).arguments.pointers.data(); }
+std::int64_t Workload::flush_bytes() const { return static_cast<std::int64_t>(impl_->flush.bytes()); }
+double Workload::reference_us() const { return impl_->reference_us; }
+std::int64_t Workload::device_bytes() const { return impl_->device_bytes; }
+
+void Workload::poison_outputs() {
+  Impl& w = *impl_;
+  for (std::size_t k = 0; k < w.output_indices.size(); ++k) {
+    const BoundArgument& b = w.bound[w.output_indices[k]];
+    w.poison(w.outputs[k].get(), b.argument->type, static_cast<std::uint64_t>(b.element_count));
+  }
+}
+
+ValidationStats Workload::compare(int set) {
+  Impl& w = *impl_;
+  if (set < 0 || set >= w.options.validation_sets)
+    throw EnvironmentError(fmt::format("input set {} has no reference output", set));
+  ValidationStats stats;
+  stats.input_sets = 1;
+  double squared_difference = 0.0, squared_reference = 0.0;
+  for (std::size_t k = 0; k < w.output_indices.size(); ++k) {
+    const BoundArgument& b = w.bound[w.output_indices[k]];
+    auto n = static_cast<std::uint64_t>(b.element_count);
+    ComparisonSums sums = w.compare_one(w.outputs[k].get(), b.argument->type,
+                                        w.references[static_cast<std::size_t>(set)][k].get(), n);
+    squared_difference += sums.squared_difference;
+    squared_reference += sums.squared_reference;
+    stats.max_abs = std::max(stats.max_abs, sums.max_abs);
+    stats.nonfinite += sums.nonfinite_output;
+    stats.elements += n;
+  }
+  stats.relative_l2 = std::sqrt(squared_difference / squared_reference);
+  stats.passed = !tolerance_failure(stats, w.tolerance).has_value();
+  return stats;
+}
+
+void Workload::flush_l2() {
+  Impl& w = *impl_;
+  if (!w.flush.get()) return;
+  w.support->flush_l2(w.flush.get(), w.flush.bytes() / 4, ++w.flush_counter, *w.stream);
+}
+
+std::optional<std::string> tolerance_failure(const ValidationStats& stats, const Tolerance& tolerance) {
+  // Every violated criterion is named, so a stored failure says all it knows.
+  std::vector<std::string> violations;
+  if (stats.nonfinite > 0)
+    violations.push_back(
+        fmt::format("{} of {} output elements are NaN or infinite", stats.nonfinite, stats.elements));
+  if (!(stats.relative_l2 <= tolerance.relative_l2))
+    violations.push_back(fmt::format("relative L2 error {:.3g} exceeds the tolerance {:.3g}",
+                                     stats.relative_l2, tolerance.relative_l2));
+  if (tolerance.max_abs && !(stats.max_abs <= *tolerance.max_abs))
+    violations.push_back(fmt::format("max abs error {:.3g} exceeds the tolerance {:.3g}",
+                                     stats.max_abs, *tolerance.max_abs));
+  if (violations.empty()) return std::nullopt;
+  return fmt::format("{}", fmt::join(violations, "; "));
+}
+
+}  // namespace mlatune

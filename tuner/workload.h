@@ -1,0 +1,70 @@
+// A workload: the device buffers of one kernel family at one shape, filled
+// with fresh random normal inputs on the GPU, with the float64 reference
+// output computed by the space's reference kernel.  It holds several input
+// sets: at least two for validation, more when timing rotates inputs to
+// defeat the L2.  Lives in the worker process (it initializes CUDA).
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "tuner/cuda.h"
+#include "tuner/evaluator.h"
+#include "tuner/space.h"
+#include "tuner/support_kernels.h"
+
+namespace mlatune {
+
+struct WorkloadOptions {
+  std::uint64_t seed = 0;  // the caller draws a fresh one unless the user gave one
+  CacheMode cache = CacheMode::cold;
+  int validation_sets = 2;
+};
+
+class Workload {
+ public:
+  /// Allocates and fills everything for `shape`.  Throws EnvironmentError
+  /// ("no GPU: ...") without a usable GPU, InputError when the shape does not
+  /// fit in device memory or the reference kernel cannot compile or run
+  /// correctly, CudaError for a failing runtime call.
+  Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions options);
+  ~Workload();
+  Workload(const Workload&) = delete;
+  Workload& operator=(const Workload&) = delete;
+
+  const DeviceInfo& device() const;
+  const SupportKernels& support() const;
+  const Stream& stream() const;
+  const Tolerance& tolerance() const;
+  std::uint64_t seed() const;
+
+  /// Input sets held; the first validation_sets() have reference outputs.
+  int input_sets() const;
+  int validation_sets() const;
+  /// Argument pointers of input set `set`, in launch order (for cudaLaunchKernel).
+  void** arguments(int set);
+
+  /// Writes NaN into every output buffer (asynchronously, on stream()).
+  void poison_outputs();
+  /// Compares the outputs with the reference of validation set `set`
+  /// (synchronizes).  `passed` is judged against tolerance().
+  ValidationStats compare(int set);
+  /// Writes the flush buffer (cold mode only; asynchronous).
+  void flush_l2();
+  std::int64_t flush_bytes() const;
+
+  /// Median time of the reference kernel (µs), for timeouts.
+  double reference_us() const;
+  /// Bytes of device memory this workload holds.
+  std::int64_t device_bytes() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Whether `stats` meets `tolerance`: finite everywhere, relative L2 and (if
+/// set) max abs within bounds.  Returns the reason when not.
+std::optional<std::string> tolerance_failure(const ValidationStats& stats, const Tolerance& tolerance);
+
+}  // namespace mlatune
