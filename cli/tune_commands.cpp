@@ -17,7 +17,11 @@
 #include "tuner/compiler.h"
 #include "tuner/device.h"
 #include "tuner/error.h"
+#include "tuner/binary_cache.h"
 #include "tuner/space.h"
+#include "tuner/sweep.h"
+#include "tuner/timing.h"
+#include "tuner/worker.h"
 
 namespace mlatune::cli {
 namespace {
@@ -28,7 +32,13 @@ struct TuneOptions {
   bool compile_only = false;
   std::string arch;
   bool json = false;
+  bool quiet = false;
   unsigned jobs = 0;
+  std::string db;
+  std::optional<std::uint64_t> max_evals;
+  std::optional<std::uint64_t> seed;
+  std::string cache = "cold";
+  double budget_ms = 200.0;
 };
 
 /// One config's compilation, as the report shows it.
@@ -119,6 +129,119 @@ void print_table(const ShapeWork& work, Totals& totals, const std::string& kerne
                first_failure->message);
 }
 
+std::string percent(int n, std::size_t total) {
+  return total ? fmt::format("{:.0f}%", 100.0 * n / static_cast<double>(total)) : "-";
+}
+
+nlohmann::json timing_json(const TimingStats& t) {
+  return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us},
+          {"spread", t.spread},       {"count", t.count},   {"stable", t.stable},
+          {"method", t.method}};
+}
+
+void run_gpu_sweep(const SearchSpace& space, const TuneOptions& options,
+                   const std::vector<ShapeWork>& work, Worker& worker, const DeviceInfo& device,
+                   const std::string& arch, const std::filesystem::path& database) {
+  SweepOptions sweep;
+  for (const ShapeWork& w : work) sweep.shapes.push_back(w.shape);
+  sweep.arch = arch;
+  sweep.jobs = options.jobs;
+  sweep.max_evals = options.max_evals;
+  sweep.seed = options.seed;
+  sweep.timing.cache = parse_cache_mode(options.cache).value_or(CacheMode::cold);
+  sweep.timing.budget_ms = options.budget_ms;
+  if (!options.quiet && !options.json)
+    sweep.progress = [](std::string_view line) { fmt::print(stderr, "{}\n", line); };
+  fmt::print(stderr, "mlatune: tuning {} on {} ({}, {} SMs) into {}\n", space.kernel_name(),
+             device.name, device.arch, device.sm_count, database.string());
+  SweepReport report = run_sweep(space, options.space_file, database, worker, device, sweep);
+
+  if (options.json) {
+    nlohmann::json out;
+    out["kernel"] = space.kernel_name();
+    out["device"] = {{"name", device.name}, {"arch", device.arch}, {"sm_count", device.sm_count}};
+    out["database"] = database.string();
+    out["run_id"] = report.run_id;
+    out["wall_seconds"] = report.wall_s;
+    out["nvrtc_runs"] = report.nvrtc_runs;
+    out["binaries_reused"] = report.binaries_reused;
+    out["worker_replacements"] = report.worker_replacements;
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const ShapeReport& s : report.shapes) {
+      nlohmann::json j;
+      j["shape"] = s.shape;
+      j["valid_configs"] = s.valid_configs;
+      j["planned"] = s.planned;
+      j["already_measured"] = s.already_measured;
+      j["evaluated"] = s.results.size();
+      nlohmann::json counts = nlohmann::json::object();
+      for (const auto& [outcome, n] : s.outcomes) counts[std::string(to_string(outcome))] = n;
+      j["outcomes"] = counts;
+      nlohmann::json fastest = nlohmann::json::array();
+      for (const RetimedCandidate& r : s.retimed)
+        fastest.push_back({{"config", r.config}, {"sweep_median_us", r.first_median_us},
+                           {"retimed", timing_json(r.retimed)}});
+      j["fastest"] = fastest;
+      if (s.best_config) j["best"] = {{"config", *s.best_config}, {"median_us", *s.best_us}};
+      if (s.default_config && s.default_config->timing)
+        j["default_median_us"] = s.default_config->timing->median_us;
+      if (s.median_ok_us) j["median_ok_us"] = *s.median_ok_us;
+      j["reference_us"] = s.workload.reference_us;
+      j["floor"] = timing_json(s.workload.floor);
+      j["seed"] = s.workload.seed;
+      j["wall_seconds"] = s.wall_s;
+      j["gpu_seconds"] = s.gpu_s;
+      j["compile_wait_seconds"] = s.compile_wait_s;
+      shapes.push_back(std::move(j));
+    }
+    out["shapes"] = std::move(shapes);
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  for (const ShapeReport& s : report.shapes) {
+    fmt::print("\n{} at {} on {}\n", space.kernel_name(), s.shape, device.name);
+    fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now\n",
+               s.valid_configs, s.planned, s.already_measured, s.results.size());
+    if (!s.results.empty()) {
+      std::string counts;
+      for (const auto& [outcome, n] : s.outcomes)
+        counts += fmt::format("{}{} {} ({})", counts.empty() ? "" : ", ", to_string(outcome), n,
+                              percent(n, s.results.size()));
+      fmt::print("  outcomes: {}\n", counts);
+      fmt::print("  reference kernel {:.1f} us; empty-kernel floor {:.2f} us ({}); input seed {}\n",
+                 s.workload.reference_us, s.workload.floor.median_us, s.workload.floor.method,
+                 s.workload.seed);
+      fmt::print("  time: {:.1f} s wall, {:.1f} s on the GPU worker, {:.1f} s waiting for compilation; "
+                 "{:.1f} configs/s\n",
+                 s.wall_s, s.gpu_s, s.compile_wait_s,
+                 s.wall_s > 0 ? static_cast<double>(s.results.size()) / s.wall_s : 0.0);
+    }
+    if (!s.retimed.empty()) {
+      fmt::print("  fastest, timed again interleaved (median us; min; p90; sweep median):\n");
+      for (const RetimedCandidate& r : s.retimed)
+        fmt::print("    {:9.2f}  {:9.2f}  {:9.2f}  {:9.2f}  {}\n", r.retimed.median_us,
+                   r.retimed.min_us, r.retimed.p90_us, r.first_median_us, r.config);
+    }
+    if (s.best_config) {
+      fmt::print("  best in the database: {:.2f} us  {}\n", *s.best_us, *s.best_config);
+      if (s.default_config && s.default_config->timing && s.default_config->outcome == Outcome::ok)
+        fmt::print("  speedup over the space's default config ({:.2f} us): {:.2f}x\n",
+                   s.default_config->timing->median_us, s.default_config->timing->median_us / *s.best_us);
+      else if (s.default_config)
+        fmt::print("  the space's default config: {}\n", to_string(s.default_config->outcome));
+      if (s.median_ok_us)
+        fmt::print("  speedup over the median valid config ({:.2f} us): {:.2f}x\n", *s.median_ok_us,
+                   *s.median_ok_us / *s.best_us);
+    } else {
+      fmt::print("  no valid config measured at this shape\n");
+    }
+  }
+  fmt::print("\nsweep: {:.1f} s wall, {} NVRTC runs, {} binaries reused, {} worker replacements; "
+             "run {} in {}\n",
+             report.wall_s, report.nvrtc_runs, report.binaries_reused, report.worker_replacements,
+             report.run_id, database.string());
+}
+
 void run_tune(const TuneOptions& options) {
   SearchSpace space = SearchSpace::load(options.space_file);
 
@@ -136,10 +259,21 @@ void run_tune(const TuneOptions& options) {
     throw InputError(SourceLocation{space.file_name()},
                      "the space has no default shapes; give one with --shape");
 
+  // The tuner never initializes CUDA itself: a worker process is asked
+  // whether it can use a GPU (a crashing candidate can only take it down).
   std::string why_no_gpu;
-  std::optional<DeviceInfo> device = detect_device(&why_no_gpu);
-  std::string arch;
+  std::optional<DeviceInfo> device;
   std::vector<std::string> notes;
+  std::optional<Worker> worker;
+  if (!options.compile_only || options.arch.empty()) {
+    worker.emplace();
+    DeviceReport report = worker->probe_device();
+    if (report.usable)
+      device = report.device.info();
+    else
+      why_no_gpu = report.reason;
+  }
+  std::string arch;
   if (!options.arch.empty()) {
     arch = parse_architecture(options.arch);
   } else if (device) {
@@ -150,21 +284,27 @@ void run_tune(const TuneOptions& options) {
       notes.push_back(fmt::format("no GPU found ({}); compiling for sm_90 (choose with --arch)",
                                   why_no_gpu));
   }
+  const std::filesystem::path database = database_path(options.db);
   if (!options.compile_only) {
-    if (!device)
-      notes.push_back(fmt::format(
-          "no GPU present ({}): compiling every candidate for {} only; nothing is timed",
-          why_no_gpu, arch));
-    else
-      notes.push_back(fmt::format(
-          "GPU {} found, but timing candidates is not in this build of mlatune yet: compiling "
-          "every candidate for {} only; nothing is timed",
-          device->name, arch));
+    if (device) {
+      if (device->arch != arch)
+        throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
+                                     "architecture (use --compile-only to compile for another one)",
+                                     arch, device->name, device->arch));
+      run_gpu_sweep(space, options, work, *worker, *device, arch, database);
+      return;
+    }
+    notes.push_back(fmt::format(
+        "no GPU present ({}): compiling every candidate for {} only; nothing is timed", why_no_gpu,
+        arch));
   }
   for (const std::string& note : notes) fmt::print(stderr, "mlatune: {}\n", note);
 
+  // Compiled binaries go into the database, so that a later sweep on a GPU
+  // (or the dispatcher) loads them instead of compiling again.
   Compiler compiler;
-  CompilePool pool(compiler, options.jobs);
+  StoreBinaryCache binary_cache(database, space.kernel_name(), space.template_hash());
+  CompilePool pool(compiler, options.jobs, binary_cache.hooks());
   const std::string source_name = space.kernel().path.filename().string();
   auto start = std::chrono::steady_clock::now();
   // Everything is queued first so that the pool never idles between shapes;
@@ -243,7 +383,8 @@ void run_tune(const TuneOptions& options) {
                      {"failed", totals.failed},
                      {"spilling", totals.spilling},
                      {"nvrtc_runs", stats.compiled},
-                     {"reused", stats.memory_hits},
+                     {"reused", stats.memory_hits + stats.external_hits},
+                     {"database", database.string()},
                      {"threads", pool.threads()},
                      {"compile_seconds", totals.compile_seconds},
                      {"wall_seconds", wall},
@@ -253,9 +394,11 @@ void run_tune(const TuneOptions& options) {
     fmt::print(
         "\ntotal: {} configs for {} ({} NVRTC runs, {} reused), {} compiled, {} failed, {} "
         "spilling\n"
-        "time: {:.2f} s wall on {} threads ({:.2f} s of compilation); {:.1f} configs/s\n",
-        totals.configs, arch, stats.compiled, stats.memory_hits, totals.compiled, totals.failed,
-        totals.spilling, wall, pool.threads(), totals.compile_seconds, rate);
+        "time: {:.2f} s wall on {} threads ({:.2f} s of compilation); {:.1f} configs/s\n"
+        "binaries stored in {}\n",
+        totals.configs, arch, stats.compiled, stats.memory_hits + stats.external_hits,
+        totals.compiled, totals.failed, totals.spilling, wall, pool.threads(),
+        totals.compile_seconds, rate, database.string());
   }
   if (totals.configs > 0 && totals.compiled == 0)
     throw InputError(SourceLocation{space.kernel().path.string()},
@@ -277,6 +420,17 @@ void add_tune_commands(CLI::App& app) {
   tune->add_option("--arch", options->arch,
                    "GPU architecture to compile for, e.g. sm_90 (default: the GPU's, else sm_90)");
   tune->add_flag("--json", options->json, "print the report as JSON");
+  tune->add_flag("--quiet,-q", options->quiet, "no progress lines");
+  tune->add_option("--db", options->db,
+                   "database file (default: $MLATUNE_DB, else ./mlatune.db)");
+  tune->add_option("--max-evals", options->max_evals,
+                   "per shape: evaluate a uniform random subset of this many valid configs")
+      ->check(CLI::PositiveNumber);
+  tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)");
+  tune->add_option("--cache", options->cache, "timing method: cold (L2 flushed), rotate, hot")
+      ->check(CLI::IsMember({"cold", "rotate", "hot"}));
+  tune->add_option("--budget-ms", options->budget_ms, "timing budget per candidate, ms")
+      ->check(CLI::PositiveNumber);
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(CLI::NonNegativeNumber);
   tune->callback([options] { run_tune(*options); });

@@ -1,6 +1,7 @@
 #include "tuner/cuda.h"
 
 #include <cstdio>
+#include <dlfcn.h>
 #include <utility>
 
 #include <cuda_runtime_api.h>
@@ -73,15 +74,51 @@ bool cuda_check_nothrow(int code, std::string_view call, std::string_view file,
   return false;
 }
 
-std::string DeviceInfo::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
+std::string DeviceProperties::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
+
+DeviceInfo DeviceProperties::info() const {
+  DeviceInfo info;
+  info.name = name;
+  info.arch = arch();
+  info.sm_count = multiprocessors;
+  info.memory_bytes = total_memory;
+  info.driver_version = driver_version;
+  info.l2_bytes = l2_bytes;
+  info.max_shared_per_block_optin = shared_per_block_optin;
+  return info;
+}
+
+namespace {
+
+// cudart reports a missing libcuda.so.1 and a driver that is too old with the
+// same code; looking for the library tells the two apart.
+bool driver_library_present() {
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!handle) return false;
+  dlclose(handle);
+  return true;
+}
+
+std::string cuda_version_string(int version) {
+  return fmt::format("{}.{}", version / 1000, (version % 1000) / 10);
+}
+
+}  // namespace
 
 GpuProbe probe_gpu(int ordinal) {
   GpuProbe probe;
   int count = 0;
   int code = cudaGetDeviceCount(&count);
   if (code == cudaErrorInsufficientDriver) {
-    probe.reason = fmt::format("no usable CUDA driver (libcuda.so.1 missing or too old): {} ({})",
-                               cuda_error_string(code), cuda_error_name(code));
+    if (!driver_library_present()) {
+      probe.reason = "no CUDA driver found (libcuda.so.1 absent)";
+    } else {
+      int runtime = 0;
+      (void)cudaRuntimeGetVersion(&runtime);
+      probe.reason = fmt::format("the CUDA driver is older than this program's CUDA runtime {}: {} ({})",
+                                 cuda_version_string(runtime), cuda_error_string(code),
+                                 cuda_error_name(code));
+    }
     return probe;
   }
   if (code != cudaSuccess) {
@@ -90,7 +127,7 @@ GpuProbe probe_gpu(int ordinal) {
     return probe;
   }
   if (count == 0) {
-    probe.reason = "no CUDA device";
+    probe.reason = "no GPU (the CUDA driver reports no device)";
     return probe;
   }
   if (ordinal < 0 || ordinal >= count) {
@@ -103,7 +140,7 @@ GpuProbe probe_gpu(int ordinal) {
                                cuda_error_string(code), cuda_error_name(code));
     return probe;
   }
-  DeviceInfo& d = probe.device;
+  DeviceProperties& d = probe.device;
   d.ordinal = ordinal;
   char name[256] = {};
   cudaDeviceProp props{};
@@ -127,6 +164,14 @@ GpuProbe probe_gpu(int ordinal) {
     d.max_grid[i] = props.maxGridSize[i];
     d.max_block[i] = props.maxThreadsDim[i];
   }
+  int driver = 0;
+  code = cudaDriverGetVersion(&driver);
+  if (code != cudaSuccess) {
+    probe.reason = fmt::format("cudaDriverGetVersion failed: {} ({})", cuda_error_string(code),
+                               cuda_error_name(code));
+    return probe;
+  }
+  d.driver_version = cuda_version_string(driver);
   probe.usable = true;
   return probe;
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "tuner/device.h"
 #include "tuner/error.h"
 
 namespace mlatune {
@@ -52,7 +53,7 @@ bool cuda_check_nothrow(int code, std::string_view call, std::string_view file, 
   ::mlatune::cuda_check_nothrow(static_cast<int>(call), #call, __FILE__, __LINE__)
 
 /// What mlatune needs to know about the device it runs on.
-struct DeviceInfo {
+struct DeviceProperties {
   int ordinal = 0;
   std::string name;
   int cc_major = 0;
@@ -65,8 +66,11 @@ struct DeviceInfo {
   int max_threads_per_block = 0;
   std::int64_t max_grid[3] = {0, 0, 0};
   std::int64_t max_block[3] = {0, 0, 0};
+  std::string driver_version;  // the CUDA version the driver supports, "13.0"
   /// "sm_90": the architecture to compile for.
   std::string arch() const;
+  /// What results depend on (the store's device identity).
+  DeviceInfo info() const;
 };
 
 /// Whether a GPU can be used by this process: `usable` with the device's
@@ -75,7 +79,7 @@ struct DeviceInfo {
 struct GpuProbe {
   bool usable = false;
   std::string reason;
-  DeviceInfo device;
+  DeviceProperties device;
 };
 GpuProbe probe_gpu(int ordinal = 0);
 

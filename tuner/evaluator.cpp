@@ -219,7 +219,7 @@ class Evaluator::Impl {
 
   void evaluate_into(const Candidate& candidate, const std::function<void()>& progress,
                      EvaluationResult& result) {
-    const DeviceInfo& device = workload_.device();
+    const DeviceProperties& device = workload_.device();
     const LaunchGeometry& g = candidate.geometry;
     auto refuse = [&](std::string reason) {
       result.outcome = Outcome::launch_error;

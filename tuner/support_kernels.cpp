@@ -72,7 +72,7 @@ CubinBuild nvrtc_compile_cubin(std::string_view source, const std::string& name,
   return build;
 }
 
-SupportKernels::SupportKernels(const DeviceInfo& device) {
+SupportKernels::SupportKernels(const DeviceProperties& device) {
   const char* path = "templates/mlatune_support.cu";
   auto source = find_embedded(path);
   if (!source) throw EnvironmentError(fmt::format("{} is not embedded in this build", path));

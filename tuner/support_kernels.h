@@ -48,7 +48,7 @@ struct ComparisonSums {
 /// to `stream` and is checked; none synchronizes except compare().
 class SupportKernels {
  public:
-  explicit SupportKernels(const DeviceInfo& device);
+  explicit SupportKernels(const DeviceProperties& device);
 
   void fill_normal_f32(void* data, std::uint64_t n, std::uint64_t key, const Stream& stream) const;
   void fill_normal_f64(void* data, std::uint64_t n, std::uint64_t key, const Stream& stream) const;

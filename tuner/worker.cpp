@@ -224,7 +224,7 @@ Candidate decode_candidate(const json& j) {
   return c;
 }
 
-json encode(const DeviceInfo& d) {
+json encode(const DeviceProperties& d) {
   return {{"ordinal", d.ordinal},
           {"name", d.name},
           {"cc", {d.cc_major, d.cc_minor}},
@@ -234,12 +234,13 @@ json encode(const DeviceInfo& d) {
           {"shared_per_block_optin", d.shared_per_block_optin},
           {"shared_per_block", d.shared_per_block},
           {"max_threads_per_block", d.max_threads_per_block},
+          {"driver_version", d.driver_version},
           {"max_grid", {d.max_grid[0], d.max_grid[1], d.max_grid[2]}},
           {"max_block", {d.max_block[0], d.max_block[1], d.max_block[2]}}};
 }
 
-DeviceInfo decode_device(const json& j) {
-  DeviceInfo d;
+DeviceProperties decode_device(const json& j) {
+  DeviceProperties d;
   d.ordinal = j.at("ordinal").get<int>();
   d.name = j.at("name").get<std::string>();
   d.cc_major = j.at("cc").at(0).get<int>();
@@ -250,6 +251,7 @@ DeviceInfo decode_device(const json& j) {
   d.shared_per_block_optin = j.at("shared_per_block_optin").get<std::int64_t>();
   d.shared_per_block = j.at("shared_per_block").get<std::int64_t>();
   d.max_threads_per_block = j.at("max_threads_per_block").get<int>();
+  d.driver_version = j.at("driver_version").get<std::string>();
   for (std::size_t i = 0; i < 3; ++i) {
     d.max_grid[i] = j.at("max_grid").at(i).get<std::int64_t>();
     d.max_block[i] = j.at("max_block").at(i).get<std::int64_t>();

@@ -56,11 +56,11 @@ class MessageReader {
 nlohmann::json encode(const EvaluationResult&);
 nlohmann::json encode(const TimingStats&);
 nlohmann::json encode(const Candidate&);
-nlohmann::json encode(const DeviceInfo&);
+nlohmann::json encode(const DeviceProperties&);
 EvaluationResult decode_result(const nlohmann::json&);
 TimingStats decode_timing(const nlohmann::json&);
 Candidate decode_candidate(const nlohmann::json&);
-DeviceInfo decode_device(const nlohmann::json&);
+DeviceProperties decode_device(const nlohmann::json&);
 
 // ---- the tuner's side -------------------------------------------------------------
 
@@ -90,7 +90,7 @@ struct WorkloadRequest {
 
 /// What the worker set up.
 struct WorkloadInfo {
-  DeviceInfo device;
+  DeviceProperties device;
   std::uint64_t seed = 0;             // the seed in use (reproduce with it)
   double reference_us = 0.0;
   TimingStats floor;                  // empty kernel, same method
@@ -102,7 +102,7 @@ struct WorkloadInfo {
 struct DeviceReport {
   bool usable = false;
   std::string reason;
-  DeviceInfo device;
+  DeviceProperties device;
 };
 
 /// A worker process and the sweep-level logic around it: requests, timeouts,

@@ -92,7 +92,7 @@ void store_scalar(const BoundArgument& bound, ArgumentSlot& slot) {
 }  // namespace
 
 struct Workload::Impl {
-  DeviceInfo device;
+  DeviceProperties device;
   std::unique_ptr<SupportKernels> support;
   std::optional<Stream> stream;  // created once a GPU is known to be usable
   Tolerance tolerance;
@@ -320,7 +320,7 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
 
 Workload::~Workload() = default;
 
-const DeviceInfo& Workload::device() const { return impl_->device; }
+const DeviceProperties& Workload::device() const { return impl_->device; }
 const SupportKernels& Workload::support() const { return *impl_->support; }
 const Stream& Workload::stream() const { return *impl_->stream; }
 const Tolerance& Workload::tolerance() const { return impl_->tolerance; }
@@ -383,6 +383,30 @@ std::optional<std::string> tolerance_failure(const ValidationStats& stats, const
                                      stats.max_abs, *tolerance.max_abs));
   if (violations.empty()) return std::nullopt;
   return fmt::format("{}", fmt::join(violations, "; "));
+}
+
+std::vector<unsigned char> Workload::download_input(int set, std::size_t input) const {
+  const Impl& w = *impl_;
+  if (set < 0 || set >= static_cast<int>(w.sets.size()) ||
+      input >= w.sets[static_cast<std::size_t>(set)].buffers.size())
+    throw InputError(fmt::format("download_input: no input {} in set {}", input, set));
+  const DeviceBuffer& buffer = w.sets[static_cast<std::size_t>(set)].buffers[input];
+  std::vector<unsigned char> host(buffer.bytes());
+  MLATUNE_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(w.stream->get())));
+  MLATUNE_CUDA(cudaMemcpy(host.data(), buffer.get(), buffer.bytes(), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+std::vector<double> Workload::download_reference(int set, std::size_t output) const {
+  const Impl& w = *impl_;
+  if (set < 0 || set >= static_cast<int>(w.references.size()) ||
+      output >= w.references[static_cast<std::size_t>(set)].size())
+    throw InputError(fmt::format("download_reference: no output {} in validation set {}", output, set));
+  const DeviceBuffer& buffer = w.references[static_cast<std::size_t>(set)][output];
+  std::vector<double> host(buffer.bytes() / sizeof(double));
+  MLATUNE_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(w.stream->get())));
+  MLATUNE_CUDA(cudaMemcpy(host.data(), buffer.get(), host.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  return host;
 }
 
 }  // namespace mlatune

@@ -4,6 +4,7 @@
 // sets: at least two for validation, more when timing rotates inputs to
 // defeat the L2.  Lives in the worker process (it initializes CUDA).
 #pragma once
+#include <vector>
 #include <cstdint>
 #include <memory>
 
@@ -31,7 +32,7 @@ class Workload {
   Workload(const Workload&) = delete;
   Workload& operator=(const Workload&) = delete;
 
-  const DeviceInfo& device() const;
+  const DeviceProperties& device() const;
   const SupportKernels& support() const;
   const Stream& stream() const;
   const Tolerance& tolerance() const;
@@ -51,6 +52,13 @@ class Workload {
   /// Writes the flush buffer (cold mode only; asynchronous).
   void flush_l2();
   std::int64_t flush_bytes() const;
+
+  /// Host copies, for checking against a CPU implementation: the raw bytes
+  /// of input buffer `input` (its index among the input buffers, in launch
+  /// order) of input set `set`, and the float64 reference of output `output`
+  /// for validation set `set`.  Synchronous.
+  std::vector<unsigned char> download_input(int set, std::size_t input) const;
+  std::vector<double> download_reference(int set, std::size_t output) const;
 
   /// Median time of the reference kernel (µs), for timeouts.
   double reference_us() const;

@@ -1,0 +1,91 @@
+// A tuning sweep: for each shape, the configs to try (all valid ones, or a
+// uniform random subset), compiled on all cores while the GPU worker validates
+// and times the ones already compiled, each measurement committed to the store
+// as it is produced (a killed sweep loses at most the candidate in flight and
+// a restarted one skips what was committed), and at the end the fastest few
+// timed again, interleaved, to guard against drift.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tuner/evaluator.h"
+#include "tuner/outcome.h"
+#include "tuner/resource_usage.h"
+#include "tuner/space.h"
+#include "tuner/timing.h"
+#include "tuner/worker.h"
+
+namespace mlatune {
+
+class Store;
+
+struct SweepOptions {
+  std::vector<Shape> shapes;
+  std::string arch;                         // compile target: the GPU's architecture
+  unsigned jobs = 0;                        // compile threads; 0 = one per core
+  std::optional<std::uint64_t> max_evals;   // per shape; unset = every valid config
+  std::optional<std::uint64_t> seed;        // inputs and sampling; unset = fresh
+  TimingOptions timing;
+  int retime_top = 5;                       // re-timed interleaved at the end
+  int retime_rounds = 3;
+  /// One line per event (candidate done, shape done), for progress output.
+  std::function<void(std::string_view)> progress;
+};
+
+/// One candidate of this sweep and what became of it.
+struct CandidateReport {
+  std::string config;
+  Outcome outcome = Outcome::ok;
+  std::string reason;
+  std::optional<TimingStats> timing;
+  std::optional<ValidationStats> validation;
+  std::optional<ResourceUsage> usage;
+};
+
+struct RetimedCandidate {
+  std::string config;
+  double first_median_us = 0;  // from the sweep
+  TimingStats retimed;         // interleaved, at the end
+};
+
+struct ShapeReport {
+  std::string shape;
+  std::uint64_t valid_configs = 0;
+  std::uint64_t planned = 0;           // configs this sweep chose to try
+  std::uint64_t already_measured = 0;  // of those, skipped: committed earlier
+  std::map<Outcome, int> outcomes;
+  std::vector<CandidateReport> results;  // in evaluation order
+  std::vector<RetimedCandidate> retimed; // fastest first
+  std::optional<CandidateReport> default_config;  // the space's default, when tried
+  std::optional<double> median_ok_us;    // median over the ok configs of this sweep
+  std::optional<std::string> best_config;  // the store's best after this sweep
+  std::optional<double> best_us;
+  WorkloadInfo workload;
+  double wall_s = 0;
+  double gpu_s = 0;        // waiting on the worker
+  double compile_wait_s = 0;  // GPU side idle, waiting for a compilation
+};
+
+struct SweepReport {
+  DeviceInfo device;
+  std::int64_t run_id = 0;
+  std::vector<ShapeReport> shapes;
+  double wall_s = 0;
+  std::uint64_t nvrtc_runs = 0;
+  std::uint64_t binaries_reused = 0;  // from memory or the database
+  int worker_replacements = 0;
+};
+
+/// Runs the sweep.  `space_file` is recorded with the run (made absolute).
+/// The worker must already report a usable GPU (Worker::probe_device).
+SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& space_file,
+                      const std::filesystem::path& database, Worker& worker,
+                      const DeviceInfo& device, const SweepOptions& options);
+
+}  // namespace mlatune
