@@ -71,7 +71,8 @@ static_assert(!kExpanded || kD % (kTpq * kVec) == 0,
 constexpr int kRChunks = kR / kVec;
 constexpr int kChunksA = (kRChunks + kTpq - 1) / kTpq;
 // Expanded: lane j owns the D-chunks j, j + kTpq, ... (D divides evenly).
-constexpr int kChunksE = kD / (kVec * kTpq);
+// (1 in absorbed configs, where the expanded code is compiled but unused.)
+constexpr int kChunksE = kExpanded ? kD / (kVec * kTpq) : 1;
 
 // Shared memory, in floats; the YAML's shared_memory expression is 4x this.
 // Each head's K and V tile is padded by one lane-group width so that the
@@ -91,6 +92,12 @@ static_assert(kSmemBytes == MLA_EXPECT_SMEM_BYTES, "YAML shared_memory != kernel
 #endif
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// A compiler barrier for memory accesses: loads are not merged or hoisted
+// across it.  Keeps live registers bounded where the compiler would
+// otherwise keep many loaded values (rows of a softmax step, weights of the
+// prologue and epilogue) alive at once and spill.
+__device__ __forceinline__ void load_fence() { asm volatile("" ::: "memory"); }
 
 // Loads kVec consecutive floats; p is 16-byte aligned when kVec == 4.
 __device__ __forceinline__ void load_global(const float* p, float (&x)[kVec]) {
@@ -218,6 +225,8 @@ __device__ __forceinline__ void absorbed_step(const float* rows, int remaining, 
       logit[j] = group_sum(part, mask) * scale;
     }
   }
+  // Re-read the rows below instead of keeping kUnroll rows live in registers.
+  load_fence();
   float p[kUnroll];
   const float corr = softmax_step(st, logit, p);
 #pragma unroll
@@ -266,7 +275,7 @@ __device__ __forceinline__ void absorbed(const float* __restrict__ q,
   if (active) {
     const float* qv = q + qrow * kD;
     const float* wk = w_up_k + h * kD;
-#pragma unroll 2
+#pragma unroll 1
     for (int d = 0; d < kD; d += kVec) {
       float x[kVec];
       load_global(qv + d, x);
@@ -282,6 +291,7 @@ __device__ __forceinline__ void absorbed(const float* __restrict__ q,
             for (int f = 0; f < kVec; ++f) qa[i][e] = fmaf(w[f], x[f], qa[i][e]);
           }
         }
+        load_fence();
       }
     }
   }
@@ -294,11 +304,15 @@ __device__ __forceinline__ void absorbed(const float* __restrict__ q,
       load_latent_tile(smem, lat_b, s0, s_end, tid);
       __syncthreads();
       const int n = active ? min(kKeyTile, t - s0 + 1) : 0;
+      // One step is the unit of unrolling (UNROLL keys); unrolling further
+      // only multiplies live registers.
+#pragma unroll 1
       for (int k = 0; k < n; k += kUnroll)
         absorbed_step<true>(smem + k * kR, n - k, lane, mask, scale, qa, acc, st);
     }
   } else {
     const int n = active ? t + 1 : 0;
+#pragma unroll 1
     for (int k = 0; k < n; k += kUnroll)
       absorbed_step<false>(lat_b + static_cast<long long>(k) * kR, n - k, lane, mask, scale, qa,
                            acc, st);
@@ -310,7 +324,7 @@ __device__ __forceinline__ void absorbed(const float* __restrict__ q,
     const float inv_l = 1.0f / st.l;
     const float* wv = w_up_v + h * kD;
     float* o = out + qrow * kD;
-#pragma unroll 2
+#pragma unroll 1
     for (int d = 0; d < kD; d += kVec) {
       float part[kVec];
 #pragma unroll
@@ -327,6 +341,7 @@ __device__ __forceinline__ void absorbed(const float* __restrict__ q,
             for (int f = 0; f < kVec; ++f) part[f] = fmaf(acc[i][e], w[f], part[f]);
           }
         }
+        load_fence();
       }
 #pragma unroll
       for (int f = 0; f < kVec; ++f) part[f] = group_sum(part[f], mask) * inv_l;
@@ -422,6 +437,7 @@ __device__ __forceinline__ void expanded_step(const float* krows, const float* v
       logit[j] = group_sum(part, mask) * scale;
     }
   }
+  load_fence();  // as in absorbed_step
   float p[kUnroll];
   const float corr = softmax_step(st, logit, p);
 #pragma unroll
@@ -486,6 +502,7 @@ __device__ __forceinline__ void expanded(const float* __restrict__ q,
     expand_tile(w_up_k, w_up_v, lat_b, lat_tile, ktile, vtile, h0, s0, s_end, tid);
     __syncthreads();
     const int n = active ? min(kKeyTile, t - s0 + 1) : 0;
+#pragma unroll 1
     for (int k = 0; k < n; k += kUnroll)
       expanded_step(kmine + k * kD, vmine + k * kD, n - k, lane, mask, scale, qr, acc, st);
   }
@@ -521,8 +538,9 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
 
   unsigned dynamic_smem;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_smem));
-  if (blockDim.x != kThreads || blockDim.y != 1 || blockDim.z != 1 || static_cast<long long>(dynamic_smem) < static_cast<long long>(kSmemBytes))
-    __trap();
+  const bool geometry_ok = blockDim.x == kThreads && blockDim.y == 1 && blockDim.z == 1 &&
+                           static_cast<long long>(dynamic_smem) >= static_cast<long long>(kSmemBytes);
+  if (!geometry_ok) __trap();
 
   // Block -> (query tile, head group, batch); the heaviest (last) query tiles
   // get the lowest block numbers so they start first.
