@@ -51,7 +51,7 @@ struct Built {
 Built build(const SearchSpace& space, const Config& config, const Shape& shape,
             const std::string& arch) {
   CubinBuild cubin = nvrtc_compile_cubin(space.template_text(), space.kernel().path.filename().string(),
-                                         space.definitions(config, shape), arch);
+                                         space.kernel().entry, space.definitions(config, shape), arch);
   Built built;
   if (!cubin.ok) {
     built.log = cubin.log;

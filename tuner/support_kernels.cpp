@@ -6,69 +6,30 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
-#include <nvrtc.h>
 
+#include "tuner/compiler.h"
 #include "tuner/embedded.h"
 
 namespace mlatune {
 
-namespace {
-
-void check_nvrtc(nvrtcResult code, std::string_view call, const std::string& name) {
-  if (code != NVRTC_SUCCESS)
-    throw EnvironmentError(fmt::format("{} failed for {}: {} (nvrtcResult {})", call, name,
-                                       nvrtcGetErrorString(code), static_cast<int>(code)));
-}
-
-/// Owner of an nvrtcProgram.
-class Program {
- public:
-  Program(std::string_view source, const std::string& name) : name_(name) {
-    std::string text(source);
-    check_nvrtc(nvrtcCreateProgram(&program_, text.c_str(), name.c_str(), 0, nullptr, nullptr),
-                "nvrtcCreateProgram", name);
-  }
-  ~Program() {
-    if (program_) nvrtcDestroyProgram(&program_);
-  }
-  Program(const Program&) = delete;
-  Program& operator=(const Program&) = delete;
-  nvrtcProgram get() const { return program_; }
-
- private:
-  nvrtcProgram program_ = nullptr;
-  std::string name_;
-};
-
-}  // namespace
-
-CubinBuild nvrtc_compile_cubin(std::string_view source, const std::string& name,
+CubinBuild nvrtc_compile_cubin(std::string_view source, const std::string& name, const std::string& entry,
                                const std::vector<std::pair<std::string, std::string>>& definitions,
                                const std::string& arch) {
-  Program program(source, name);
-  std::vector<std::string> options = {"--gpu-architecture=" + arch, "--std=c++17"};
-  for (const auto& [key, value] : definitions) options.push_back(fmt::format("-D{}={}", key, value));
-  std::vector<const char*> pointers;
-  for (const std::string& option : options) pointers.push_back(option.c_str());
-  nvrtcResult compiled =
-      nvrtcCompileProgram(program.get(), static_cast<int>(pointers.size()), pointers.data());
-
+  CompileRequest request;
+  request.source = std::string(source);
+  request.source_name = name;
+  request.entry = entry;
+  request.arch = arch;
+  request.definitions = definitions;
+  CompileResult result = Compiler().compile(request);
   CubinBuild build;
-  std::size_t log_size = 0;
-  check_nvrtc(nvrtcGetProgramLogSize(program.get(), &log_size), "nvrtcGetProgramLogSize", name);
-  if (log_size > 1) {
-    build.log.resize(log_size);
-    check_nvrtc(nvrtcGetProgramLog(program.get(), build.log.data()), "nvrtcGetProgramLog", name);
-    build.log.resize(log_size - 1);  // drop the terminating NUL
+  if (result.ok()) {
+    build.ok = true;
+    build.cubin = result.binary().cubin;
+    build.log = result.log();
+  } else {
+    build.log = result.failure().message;
   }
-  if (compiled == NVRTC_ERROR_COMPILATION) return build;
-  check_nvrtc(compiled, "nvrtcCompileProgram", name);
-
-  std::size_t cubin_size = 0;
-  check_nvrtc(nvrtcGetCUBINSize(program.get(), &cubin_size), "nvrtcGetCUBINSize", name);
-  build.cubin.resize(cubin_size);
-  check_nvrtc(nvrtcGetCUBIN(program.get(), build.cubin.data()), "nvrtcGetCUBIN", name);
-  build.ok = true;
   return build;
 }
 
@@ -76,7 +37,8 @@ SupportKernels::SupportKernels(const DeviceProperties& device) {
   const char* path = "templates/mlatune_support.cu";
   auto source = find_embedded(path);
   if (!source) throw EnvironmentError(fmt::format("{} is not embedded in this build", path));
-  CubinBuild build = nvrtc_compile_cubin(*source, "mlatune_support.cu", {}, device.arch());
+  CubinBuild build =
+      nvrtc_compile_cubin(*source, "mlatune_support.cu", "mlatune_fill_normal_f32", {}, device.arch());
   if (!build.ok)
     throw EnvironmentError(
         fmt::format("the support kernels do not compile for {}:\n{}", device.arch(), build.log));

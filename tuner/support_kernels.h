@@ -23,10 +23,11 @@ struct CubinBuild {
   std::string log;
 };
 
-/// Compiles `source` (named `name` in messages) to a cubin for `arch`
-/// ("sm_90") with `-D` definitions.  Throws EnvironmentError when NVRTC
-/// itself fails (not for a compile error in the source: that is `log`).
-CubinBuild nvrtc_compile_cubin(std::string_view source, const std::string& name,
+/// Compiles `source` (named `name` in messages; `entry` is one of its
+/// extern "C" kernels) to a cubin for `arch` ("sm_90") with `-D` definitions,
+/// through the one NVRTC path (tuner/compiler.h).  Throws EnvironmentError
+/// when NVRTC itself fails; a compile error in the source is `log`.
+CubinBuild nvrtc_compile_cubin(std::string_view source, const std::string& name, const std::string& entry,
                                const std::vector<std::pair<std::string, std::string>>& definitions,
                                const std::string& arch);
 

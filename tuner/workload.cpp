@@ -161,7 +161,7 @@ struct Workload::Impl {
 void Workload::Impl::compute_reference(const SearchSpace& space, const Shape& shape) {
   const KernelSource& source = space.reference();
   CubinBuild build = nvrtc_compile_cubin(space.reference_text(), source.path.filename().string(),
-                                         space.reference_definitions(shape), device.arch());
+                                         source.entry, space.reference_definitions(shape), device.arch());
   if (!build.ok)
     throw InputError(source.where, fmt::format("the reference kernel {} does not compile for {}:\n{}",
                                                source.path.string(), device.arch(), build.log));
