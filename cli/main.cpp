@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "tuner/compiler.h"
 #include "tuner/error.h"
 
 namespace mlatune::cli {
@@ -21,6 +22,7 @@ std::filesystem::path database_path(const std::string& db_option) {
 }  // namespace mlatune::cli
 
 int main(int argc, char** argv) {
+  mlatune::ensure_compute_cache_disabled(argv);
   CLI::App app{"mlatune: autotuning of CUDA kernel templates (NVRTC + SQLite)", "mlatune"};
   app.set_version_flag("--version", MLATUNE_VERSION);
   app.require_subcommand(1);

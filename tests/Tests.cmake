@@ -7,11 +7,16 @@
 #   tests/<name>.cmake         extra targets a test needs (helper programs, ...)
 include(GoogleTest)
 
+# Every GoogleTest program starts in tests/test_main.cpp (NVRTC's compute
+# cache must be off before NVRTC loads; see tuner/compiler.h).
+add_library(mlatune_test_main STATIC ${CMAKE_SOURCE_DIR}/tests/test_main.cpp)
+target_link_libraries(mlatune_test_main PRIVATE mlatune_core GTest::gtest)
+
 function(mlatune_add_gtest source)
   get_filename_component(name ${source} NAME_WE)
   add_executable(${name} ${source})
   target_compile_options(${name} PRIVATE ${MLATUNE_WARNINGS})
-  target_link_libraries(${name} PRIVATE mlatune_core GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE mlatune_test_main mlatune_core GTest::gtest)
   target_compile_definitions(${name} PRIVATE
     MLATUNE_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests"
     MLATUNE_BINARY_DIR="${CMAKE_BINARY_DIR}")

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <unistd.h>
+#include <cstdlib>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -151,6 +153,20 @@ std::string parse_architecture(std::string_view text) {
   return canonical;
 }
 
+namespace {
+bool compute_cache_disabled() {
+  const char* value = std::getenv("CUDA_CACHE_DISABLE");
+  return value && std::string_view(value) == "1";
+}
+}  // namespace
+
+void ensure_compute_cache_disabled(char** argv) {
+  if (compute_cache_disabled()) return;
+  ::setenv("CUDA_CACHE_DISABLE", "1", 1);
+  if (argv && argv[0]) ::execv("/proc/self/exe", argv);
+  // exec failed: carry on; compile() says plainly if the cache answers.
+}
+
 Compiler::Compiler() : version_(nvrtc_version()) {}
 
 std::vector<std::string> Compiler::options(const CompileRequest& request) const {
@@ -216,6 +232,10 @@ CompileResult Compiler::compile(const CompileRequest& request) const {
 
   std::string log = program_log(program.get(), context);
   std::optional<ResourceUsage> usage = find_resource_usage(log, request.entry);
+  if (!usage && parse_ptxas_report(log).empty() && !compute_cache_disabled())
+    return failure(std::move(log),
+                   "NVRTC returned a binary without a ptxas report: the CUDA compute cache answered "
+                   "(start the program with CUDA_CACHE_DISABLE=1; mlatune's own programs do)");
   if (!usage) {
     std::vector<std::string> entries;
     for (const auto& [name, _] : parse_ptxas_report(log)) entries.push_back(name);

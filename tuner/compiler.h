@@ -82,6 +82,17 @@ class CompileResult {
 /// "13.0": the version of the NVRTC library this program runs with.
 std::string nvrtc_version();
 
+/// NVRTC honours the CUDA compute cache: a program it compiled before (in
+/// any process of this user) comes back from ~/.nv/ComputeCache without
+/// running ptxas, and so without the resource report every binary needs (seen
+/// on the H200 machine: the second compile of the same kernels reported no
+/// functions).  NVRTC reads CUDA_CACHE_DISABLE when it is loaded, before
+/// main(), so this sets the variable and re-executes the program
+/// (/proc/self/exe, same arguments) unless it is already "1".  Call it first
+/// thing in main().  mlatune caches binaries itself, with their reports, in
+/// the database.
+void ensure_compute_cache_disabled(char** argv);
+
 /// Architectures this NVRTC can compile for, as "sm_75", "sm_80", ...
 std::vector<std::string> supported_architectures();
 

@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <exception>
 
+#include "tuner/compiler.h"
 #include "tuner/worker.h"
 
-int main() {
+int main(int, char** argv) {
+  mlatune::ensure_compute_cache_disabled(argv);
   try {
     return mlatune::run_worker_server(3, 4);
   } catch (const std::exception& error) {
