@@ -17,6 +17,8 @@
 
 #include "cache/store.h"
 #include "tuner/hash.h"
+#include "tuner/space.h"
+#include "tuner/compiler.h"
 
 namespace mlatune {
 namespace {
@@ -241,6 +243,55 @@ TEST_F(CacheCliTest, VacuumKeepsTheContents) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(" -> "), std::string::npos) << r.out;
   EXPECT_EQ(json::parse(run({"cache", "info", "--json", "--db", db.string()}).out)["measurements"], 5);
+}
+
+
+// The whole loop with a real space file: results recorded under the current
+// template are not stale; after the template changes on disk they are listed
+// by `stale`, removed by `prune`, and `best` no longer offers them.
+TEST_F(CacheCliTest, ATemplateChangeMakesEntriesStaleAndPruneRemovesThem) {
+  fs::path space_dir = dir_ / "space";
+  fs::create_directories(space_dir);
+  for (const char* name : {"small.yaml", "tiny.cu", "tiny_reference.cu"})
+    fs::copy_file(fs::path(MLATUNE_TEST_DATA_DIR) / "spaces" / name, space_dir / name);
+  fs::path space_file = space_dir / "small.yaml";
+  SearchSpace space = SearchSpace::load(space_file);
+  fs::path db = dir_ / "stale.db";
+  {
+    Store store = Store::open(db);
+    auto k = store.ensure_kernel({space.kernel_name(), space.template_hash(), space.definition_hash()});
+    auto d = store.ensure_device({"NVIDIA H200", "sm_90", 132, 150'000'000'000, "13.0"});
+    auto t = store.ensure_toolchain({nvrtc_version(), MLATUNE_VERSION});
+    auto run = store.begin_run({k, d, t, space_file.string(), space.text(), "brute_force", "{}"});
+    Measurement m;
+    m.run_id = run;
+    m.shape = space.shape_string(space.default_shapes().front());
+    m.config = space.config_string(space.default_config());
+    m.timing = Timing{12.5, 12.0, 13.0, 50, 0.08, "events"};
+    store.record(m);
+    store.finish_run(run, RunStatus::finished);
+  }
+  Result fresh = run({"cache", "stale", "--db", db.string()});
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  EXPECT_NE(fresh.out.find("nothing stale"), std::string::npos) << fresh.out;
+
+  {
+    std::ofstream edit(space_dir / "tiny.cu", std::ios::app);
+    edit << "\n// a user edit changes the template's hash\n";
+  }
+  Result stale = run({"cache", "stale", "--json", "--db", db.string()});
+  ASSERT_EQ(stale.code, 0) << stale.err;
+  json entries = json::parse(stale.out);
+  ASSERT_FALSE(entries.empty()) << stale.out;
+  EXPECT_NE(stale.out.find("template"), std::string::npos) << stale.out;
+
+  Result pruned = run({"cache", "prune", "--db", db.string()});
+  ASSERT_EQ(pruned.code, 0) << pruned.err;
+  Result best = run({"cache", "best", "--json", "--db", db.string()});
+  ASSERT_EQ(best.code, 0) << best.err;
+  EXPECT_TRUE(json::parse(best.out).empty()) << best.out;
+  Result after = run({"cache", "stale", "--db", db.string()});
+  EXPECT_NE(after.out.find("nothing stale"), std::string::npos) << after.out;
 }
 
 }  // namespace
