@@ -305,20 +305,13 @@ void run_tune(const TuneOptions& options) {
   Compiler compiler;
   StoreBinaryCache binary_cache(database, space.kernel_name(), space.template_hash());
   CompilePool pool(compiler, options.jobs, binary_cache.hooks());
-  const std::string source_name = space.kernel().path.filename().string();
   auto start = std::chrono::steady_clock::now();
   // Everything is queued first so that the pool never idles between shapes;
   // configs that compile to the same binary (shape variables that are not
   // compiled in) are compiled once.
   for (ShapeWork& shape_work : work) {
     space.for_each_valid(shape_work.shape, [&](const Config& config) {
-      CompileRequest request;
-      request.source = space.template_text();
-      request.source_name = source_name;
-      request.entry = space.kernel().entry;
-      request.arch = arch;
-      request.definitions = space.definitions(config, shape_work.shape);
-      request.config = space.config_string(config);
+      CompileRequest request = compile_request(space, config, shape_work.shape, arch);
       std::string config_text = request.config;
       shape_work.rows.push_back({std::move(config_text), pool.submit(std::move(request))});
       return true;

@@ -102,14 +102,7 @@ TEST_P(MlaGpu, SampledConfigsMatchTheFloat64Reference) {
   CompilePool pool(compiler);
   std::vector<std::shared_future<CompileResult>> compiled;
   for (const Config& config : configs) {
-    CompileRequest request;
-    request.source = space.template_text();
-    request.source_name = space.kernel().path.filename().string();
-    request.entry = space.kernel().entry;
-    request.arch = device.device.arch();
-    request.definitions = space.definitions(config, shape);
-    request.config = space.config_string(config);
-    compiled.push_back(pool.submit(std::move(request)));
+    compiled.push_back(pool.submit(compile_request(space, config, shape, device.device.arch())));
   }
 
   WorkloadRequest request;

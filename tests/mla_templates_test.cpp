@@ -32,15 +32,7 @@ CompileSummary compile_every_valid_config(const SearchSpace& space, const Shape&
   CompilePool pool(compiler);
   std::vector<std::pair<std::string, std::shared_future<CompileResult>>> jobs;
   space.for_each_valid(shape, [&](const Config& config) {
-    CompileRequest request;
-    request.source = space.template_text();
-    request.source_name = space.kernel().path.filename().string();
-    request.entry = space.kernel().entry;
-    request.arch = "sm_90";
-    request.definitions = space.definitions(config, shape);
-    request.config = space.config_string(config);
-    std::string text = request.config;
-    jobs.emplace_back(std::move(text), pool.submit(std::move(request)));
+    jobs.emplace_back(space.config_string(config), pool.submit(compile_request(space, config, shape, "sm_90")));
     return true;
   });
   CompileSummary summary;
@@ -107,14 +99,7 @@ TEST(MlaTemplates, LargestHeadDimAndRankHaveValidConfigsThatCompile) {
     });
     ASSERT_TRUE(config.has_value()) << "no config with a launchable geometry at " << text;
     Compiler compiler;
-    CompileRequest request;
-    request.source = space.template_text();
-    request.source_name = space.kernel().path.filename().string();
-    request.entry = space.kernel().entry;
-    request.arch = "sm_90";
-    request.definitions = space.definitions(*config, shape);
-    request.config = space.config_string(*config);
-    CompileResult result = compiler.compile(request);
+    CompileResult result = compiler.compile(compile_request(space, *config, shape, "sm_90"));
     EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.failure().message);
   }
 }

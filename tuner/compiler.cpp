@@ -13,6 +13,7 @@
 
 #include "tuner/error.h"
 #include "tuner/hash.h"
+#include "tuner/space.h"
 
 namespace mlatune {
 namespace {
@@ -165,6 +166,18 @@ void ensure_compute_cache_disabled(char** argv) {
   ::setenv("CUDA_CACHE_DISABLE", "1", 1);
   if (argv && argv[0]) ::execv("/proc/self/exe", argv);
   // exec failed: carry on; compile() says plainly if the cache answers.
+}
+
+CompileRequest compile_request(const SearchSpace& space, const Config& config, const Shape& shape,
+                               const std::string& arch) {
+  CompileRequest request;
+  request.source = space.template_text();
+  request.source_name = space.kernel().path.filename().string();
+  request.entry = space.kernel().entry;
+  request.arch = arch;
+  request.definitions = space.definitions(config, shape);
+  request.config = space.config_string(config);
+  return request;
 }
 
 Compiler::Compiler() : version_(nvrtc_version()) {}

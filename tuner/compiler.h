@@ -15,6 +15,10 @@
 
 namespace mlatune {
 
+class SearchSpace;
+struct Config;
+struct Shape;
+
 /// Everything that determines one compilation.
 struct CompileRequest {
   std::string source;       // the template text
@@ -29,6 +33,12 @@ struct CompileRequest {
   /// The config as text, for messages only (not part of the key).
   std::string config;
 };
+
+/// The request that compiles `config` of `space`'s kernel at `shape` for
+/// `arch`: the template text, its entry point, the config's and the compiled
+/// shape variables' definitions, and the config as text for messages.
+CompileRequest compile_request(const SearchSpace& space, const Config& config, const Shape& shape,
+                               const std::string& arch);
 
 /// Content hash that names a compiled binary: template text, sorted options,
 /// NVRTC version, architecture and entry.  Equal keys mean equal binaries.

@@ -109,7 +109,6 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
   Compiler compiler;
   StoreBinaryCache binary_cache(database, space.kernel_name(), space.template_hash());
   CompilePool pool(compiler, options.jobs, binary_cache.hooks());
-  const std::string source_name = space.kernel().path.filename().string();
 
   struct Pending {
     Config config;
@@ -132,13 +131,7 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
           ++shape_report.already_measured;
           continue;
         }
-        CompileRequest request;
-        request.source = space.template_text();
-        request.source_name = source_name;
-        request.entry = space.kernel().entry;
-        request.arch = options.arch;
-        request.definitions = space.definitions(config, shape);
-        request.config = text;
+        CompileRequest request = compile_request(space, config, shape, options.arch);
         pending.push_back({config, text, pool.submit(std::move(request))});
       }
       say(fmt::format("{}: {} valid configs, {} planned, {} already in the database, {} to evaluate",
