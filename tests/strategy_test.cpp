@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <ostream>
@@ -71,24 +72,42 @@ std::vector<Config> proposals(StrategyKind kind, std::uint64_t seed, std::size_t
 class EveryStrategy : public ::testing::TestWithParam<StrategyKind> {};
 
 TEST_P(EveryStrategy, ProposesEveryValidConfigExactlyOnce) {
-  for (const char* text : {"N=1000,M=16", "N=64,M=3"}) {
-    const Shape shape = small_space().parse_shape(text);
-    std::set<Config> valid;
-    small_space().for_each_valid(shape, [&](const Config& c) {
-      valid.insert(c);
-      return true;
-    });
-    ASSERT_GT(valid.size(), 10u);
-    ASSERT_LT(valid.size(), small_space().raw_count());  // constraints do remove some
+  // Held whole, reached by sampling only (with the enumeration of what is
+  // left once sampling keeps hitting tried configs), and in between.
+  for (std::uint64_t held : {std::uint64_t{1} << 16, std::uint64_t{0}, std::uint64_t{7}})
+    for (const char* text : {"N=1000,M=16", "N=64,M=3"}) {
+      const Shape shape = small_space().parse_shape(text);
+      std::set<Config> valid;
+      small_space().for_each_valid(shape, [&](const Config& c) {
+        valid.insert(c);
+        return true;
+      });
+      ASSERT_GT(valid.size(), 10u);
+      ASSERT_LT(valid.size(), small_space().raw_count());  // constraints do remove some
 
-    auto strategy = make_strategy(GetParam(), small_space(), shape, 7);
-    auto seen = exhaust(*strategy, 10'000);
-    for (const auto& c : seen) EXPECT_TRUE(small_space().check(c, shape)) << text;
-    std::set<Config> distinct(seen.begin(), seen.end());
-    EXPECT_EQ(distinct.size(), seen.size()) << text << ": a config proposed twice";
-    EXPECT_EQ(distinct, valid) << text;
-    EXPECT_FALSE(strategy->next()) << "still proposing after exhausting the space";
-  }
+      auto strategy = make_strategy(GetParam(), small_space(), shape, 7, StrategyMemory{held});
+      auto seen = exhaust(*strategy, 10'000);
+      for (const auto& c : seen) EXPECT_TRUE(small_space().check(c, shape)) << text;
+      std::set<Config> distinct(seen.begin(), seen.end());
+      EXPECT_EQ(distinct.size(), seen.size()) << text << " held " << held << ": a config proposed twice";
+      EXPECT_EQ(distinct, valid) << text << " held " << held;
+      EXPECT_FALSE(strategy->next()) << "still proposing after exhausting the space";
+    }
+}
+
+TEST_P(EveryStrategy, SamplesALargeSpaceDeterministically) {
+  const SearchSpace large = SearchSpace::load(tests_dir / "spaces" / "large.yaml");
+  const Shape shape = large.parse_shape("M=4096,N=4096,K=4096");
+  ASSERT_GT(large.count(shape), StrategyMemory{}.max_held_configs);
+  auto run = [&](std::uint64_t seed) {
+    auto strategy = make_strategy(GetParam(), large, shape, seed);
+    return exhaust(*strategy, 150);
+  };
+  auto first = run(5);
+  ASSERT_EQ(first.size(), 150u);
+  for (const auto& c : first) EXPECT_TRUE(large.check(c, shape));
+  EXPECT_EQ(std::set<Config>(first.begin(), first.end()).size(), first.size());
+  EXPECT_EQ(run(5), first);
 }
 
 TEST_P(EveryStrategy, SameSeedSameSequence) {
@@ -178,10 +197,11 @@ double evaluations_to_3_percent(Strategy& strategy, const Shape& shape) {
   return static_cast<double>(n ? *n : space);
 }
 
-double mean_evaluations_to_3_percent(StrategyKind kind, const Shape& shape) {
+double mean_evaluations_to_3_percent(StrategyKind kind, const Shape& shape,
+                                     StrategyMemory memory = {}) {
   double sum = 0;
   for (int seed = 1; seed <= kSeeds; ++seed) {
-    auto strategy = make_strategy(kind, flagship(), shape, static_cast<std::uint64_t>(seed));
+    auto strategy = make_strategy(kind, flagship(), shape, static_cast<std::uint64_t>(seed), memory);
     sum += evaluations_to_3_percent(*strategy, shape);
   }
   return sum / kSeeds;
@@ -210,8 +230,16 @@ TEST(ReplayedSearch, AnnealingAndModelBeatRandomToWithin3Percent) {
     const double random = mean_evaluations_to_3_percent(StrategyKind::random, shape);
     const double annealing = mean_evaluations_to_3_percent(StrategyKind::annealing, shape);
     const double model = mean_evaluations_to_3_percent(StrategyKind::model, shape);
+    // As on a space too large to hold: candidates from a sampled pool.
+    const double sampled_model =
+        mean_evaluations_to_3_percent(StrategyKind::model, shape, StrategyMemory{0});
     EXPECT_LT(annealing, random) << text << ": annealing " << annealing << ", random " << random;
     EXPECT_LT(model, random) << text << ": model " << model << ", random " << random;
+    EXPECT_LT(sampled_model, random)
+        << text << ": model (sampled pool) " << sampled_model << ", random " << random;
+    std::printf("%s: mean evaluations to 3%%: random %.1f, annealing %.1f, model %.1f, "
+                "model with a sampled pool %.1f\n",
+                text, random, annealing, model, sampled_model);
   }
 }
 

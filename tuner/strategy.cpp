@@ -14,11 +14,6 @@
 namespace mlatune {
 namespace {
 
-// Spaces with at most this many valid configs at a shape are enumerated once
-// and kept in memory (a few hundred kB for the flagship); larger ones are
-// reached through SearchSpace::sample.
-constexpr std::uint64_t kEnumerateLimit = 1u << 16;
-
 // Uniform integer in [0, n), n > 0, by rejection: unlike
 // std::uniform_int_distribution, the same on every standard library.
 std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t n) {
@@ -36,9 +31,9 @@ double uniform_unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 
 // The valid configs not yet proposed, and uniform draws among them.
 class Untried {
  public:
-  Untried(const SearchSpace& space, const Shape& shape)
+  Untried(const SearchSpace& space, const Shape& shape, const StrategyMemory& memory)
       : space_(space), shape_(shape), total_(space.count(shape)) {
-    if (total_ <= kEnumerateLimit) {
+    if (total_ <= memory.max_held_configs) {
       space.for_each_valid(shape, [&](const Config& c) {
         all_.push_back(c);
         return true;
@@ -125,7 +120,8 @@ std::vector<Config> neighbours(const SearchSpace& space, const Shape& shape, con
 
 class BruteForce final : public Strategy {
  public:
-  BruteForce(const SearchSpace& space, const Shape& shape) : space_(space), shape_(shape) {}
+  BruteForce(const SearchSpace& space, const Shape& shape, const StrategyMemory& memory)
+      : space_(space), shape_(shape), chunk_size_(std::max<std::uint64_t>(1, memory.max_held_configs)) {}
 
   std::optional<Config> next() override {
     if (position_ == chunk_.size()) refill();
@@ -135,22 +131,22 @@ class BruteForce final : public Strategy {
   void observe(const Config&, std::optional<double>) override {}
 
  private:
-  // The next kChunk valid configs after the last one proposed, so that a huge
-  // space is never held in memory at once.
+  // The next chunk of valid configs after the last one proposed, so that a
+  // huge space is never held in memory at once.
   void refill() {
-    constexpr std::size_t kChunk = 1u << 16;
     if (!chunk_.empty()) last_ = chunk_.back();
     chunk_.clear();
     position_ = 0;
     space_.for_each_valid(shape_, [&](const Config& c) {
       if (last_ && !(*last_ < c)) return true;
       chunk_.push_back(c);
-      return chunk_.size() < kChunk;
+      return chunk_.size() < chunk_size_;
     });
   }
 
   const SearchSpace& space_;
   Shape shape_;
+  std::uint64_t chunk_size_;
   std::vector<Config> chunk_;
   std::size_t position_ = 0;
   std::optional<Config> last_;  // the last config of the previous chunk
@@ -160,8 +156,9 @@ class BruteForce final : public Strategy {
 
 class RandomSearch final : public Strategy {
  public:
-  RandomSearch(const SearchSpace& space, const Shape& shape, std::uint64_t seed)
-      : untried_(space, shape), rng_(seed) {}
+  RandomSearch(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
+      const StrategyMemory& memory)
+      : untried_(space, shape, memory), rng_(seed) {}
 
   std::optional<Config> next() override {
     auto c = untried_.draw(rng_);
@@ -185,8 +182,9 @@ class RandomSearch final : public Strategy {
 // untried neighbours (intensify) and from a fresh random config (diversify).
 class Annealing final : public Strategy {
  public:
-  Annealing(const SearchSpace& space, const Shape& shape, std::uint64_t seed)
-      : space_(space), shape_(shape), untried_(space, shape), rng_(seed) {}
+  Annealing(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
+      const StrategyMemory& memory)
+      : space_(space), shape_(shape), untried_(space, shape, memory), rng_(seed) {}
 
   std::optional<Config> next() override {
     if (untried_.remaining() == 0) return std::nullopt;
@@ -422,8 +420,9 @@ class Surrogate {
 // run costs a few dozen fits, not one per observation.
 class ModelBased final : public Strategy {
  public:
-  ModelBased(const SearchSpace& space, const Shape& shape, std::uint64_t seed)
-      : space_(space), shape_(shape), untried_(space, shape), rng_(seed), surrogate_(space) {}
+  ModelBased(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
+      const StrategyMemory& memory)
+      : space_(space), shape_(shape), untried_(space, shape, memory), rng_(seed), surrogate_(space) {}
 
   std::optional<Config> next() override {
     if (untried_.remaining() == 0) return std::nullopt;
@@ -543,12 +542,13 @@ StrategyKind parse_strategy_kind(std::string_view name) {
 }
 
 std::unique_ptr<Strategy> make_strategy(StrategyKind kind, const SearchSpace& space,
-                                        const Shape& shape, std::uint64_t seed) {
+                                        const Shape& shape, std::uint64_t seed,
+                                        StrategyMemory memory) {
   switch (kind) {
-    case StrategyKind::brute_force: return std::make_unique<BruteForce>(space, shape);
-    case StrategyKind::random: return std::make_unique<RandomSearch>(space, shape, seed);
-    case StrategyKind::annealing: return std::make_unique<Annealing>(space, shape, seed);
-    case StrategyKind::model: return std::make_unique<ModelBased>(space, shape, seed);
+    case StrategyKind::brute_force: return std::make_unique<BruteForce>(space, shape, memory);
+    case StrategyKind::random: return std::make_unique<RandomSearch>(space, shape, seed, memory);
+    case StrategyKind::annealing: return std::make_unique<Annealing>(space, shape, seed, memory);
+    case StrategyKind::model: return std::make_unique<ModelBased>(space, shape, seed, memory);
   }
   throw InputError("unknown strategy kind");
 }

@@ -50,7 +50,18 @@ class Strategy {
   virtual void observe(const Config& config, std::optional<double> time_us) = 0;
 };
 
+/// How much of a space a strategy may hold in memory.
+struct StrategyMemory {
+  /// Spaces with at most this many valid configs at the shape are enumerated
+  /// once and kept (random draws shuffle them, the model ranks all of them);
+  /// larger ones are reached through SearchSpace::sample, with a pool of
+  /// candidates for the model.  Brute force holds at most this many (and at
+  /// least one) at a time.
+  std::uint64_t max_held_configs = 1u << 16;
+};
+
 std::unique_ptr<Strategy> make_strategy(StrategyKind kind, const SearchSpace& space,
-                                        const Shape& shape, std::uint64_t seed);
+                                        const Shape& shape, std::uint64_t seed,
+                                        StrategyMemory memory = {});
 
 }  // namespace mlatune
