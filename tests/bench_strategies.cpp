@@ -5,7 +5,8 @@
 // seeds of the evaluations needed to come within 3 % of the optimum, and the
 // best found (% above the optimum, median over the seeds) after 5 %, 10 % and
 // 25 % of the space.  The benchmarks time one replay of a strategy over 5 %
-// of the space (a strategy's own cost: proposals, model fits).
+// of the space and over all of it (a strategy's own cost: proposals, model
+// fits).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -94,6 +95,24 @@ void BM_ReplayFivePercent(benchmark::State& state) {
   state.SetLabel(std::string(to_string(kind)) + " " + kShapeNames[state.range(1)]);
 }
 BENCHMARK(BM_ReplayFivePercent)
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+// A strategy's cost over the whole space: for the model, every refit up to
+// the last config.
+void BM_ReplayWholeSpace(benchmark::State& state) {
+  const auto kind = all_strategy_kinds()[static_cast<std::size_t>(state.range(0))];
+  const Shape shape = flagship().parse_shape(kShapes[state.range(1)]);
+  const std::size_t budget = flagship().count(shape);
+  std::uint64_t seed = 1;
+  for (auto _ : state) {
+    auto strategy = make_strategy(kind, flagship(), shape, seed++);
+    auto trace = replay(*strategy, h200(), shape, budget);
+    benchmark::DoNotOptimize(trace.best_after.back());
+  }
+  state.SetLabel(std::string(to_string(kind)) + " " + kShapeNames[state.range(1)]);
+}
+BENCHMARK(BM_ReplayWholeSpace)
     ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 

@@ -34,7 +34,8 @@ struct CsvRow {
 /// closing quote is an InputError at file:line:col.
 std::vector<CsvRow> parse_csv(std::string_view text, const std::string& file_name);
 
-/// The measurements of a recorded sweep, by shape and config.
+/// The measurements of a recorded sweep, by shape and config.  Refers to the
+/// space it was read with (for messages): the space must outlive it.
 class ReplayData {
  public:
   /// Reads a CSV file; EnvironmentError when it cannot be read, InputError

@@ -196,9 +196,11 @@ class Annealing final : public Strategy {
     temperature_ = kStartTemperature;
     current_.reset();
     if (++restarts_ % 2 == 0) {
-      for (const auto& [log_time, config] : ok_by_time_) {
-        if (auto move = untried_neighbour(config)) {
-          current_ = Point{config, log_time};
+      // A config whose neighbours are all tried stays so: drop it, so that
+      // restarts late in a long run do not rescan it.
+      for (auto at = ok_by_time_.begin(); at != ok_by_time_.end(); at = ok_by_time_.erase(at)) {
+        if (auto move = untried_neighbour(at->second)) {
+          current_ = Point{at->second, at->first};
           return propose(std::move(*move));
         }
       }
@@ -261,7 +263,7 @@ class Annealing final : public Strategy {
   std::mt19937_64 rng_;
   std::optional<Point> current_;
   std::optional<double> best_;
-  std::multimap<double, Config> ok_by_time_;
+  std::multimap<double, Config> ok_by_time_;  // restart points, fastest first
   double temperature_ = kStartTemperature;
   int since_improvement_ = 0;
   int restarts_ = 0;

@@ -8,8 +8,9 @@
 // same config twice, and returns nullopt once every valid config has been
 // proposed.  The caller enforces the evaluation budget.  A strategy is
 // deterministic for a given seed: the same seed and the same observations give
-// the same proposals, on every platform (only std::mt19937_64, whose output
-// the standard fixes, and our own draws from it).
+// the same proposals.  On spaces held whole (StrategyMemory) that holds across
+// standard libraries too (std::mt19937_64, whose output the standard fixes,
+// and our own draws from it); larger spaces go through SearchSpace::sample.
 #pragma once
 #include <cstdint>
 #include <memory>
