@@ -25,8 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const SearchSpace& flagship() {
-  static const SearchSpace space = SearchSpace::load(
-      fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" / "fused_mla_attention.yaml");
+  static const SearchSpace space = SearchSpace::load(fs::path(MLATUNE_TEST_DATA_DIR).parent_path() /
+                                                     "search_spaces" / "fused_mla_attention.yaml");
   return space;
 }
 const ReplayData& h200() {
@@ -47,8 +47,8 @@ double median(std::vector<double> values) {
 
 void print_table() {
   std::printf("Strategies on replayed H200 sweeps (median over %d seeds)\n", kSeeds);
-  std::printf("%-6s %-12s %7s %14s %10s %10s %10s\n", "shape", "strategy", "space",
-              "evals to 3%", "best@5%", "best@10%", "best@25%");
+  std::printf("%-6s %-12s %7s %14s %10s %10s %10s\n", "shape", "strategy", "space", "evals to 3%",
+              "best@5%", "best@10%", "best@25%");
   for (std::size_t s = 0; s < std::size(kShapes); ++s) {
     const Shape shape = flagship().parse_shape(kShapes[s]);
     const std::size_t space = flagship().count(shape);
@@ -94,9 +94,7 @@ void BM_ReplayFivePercent(benchmark::State& state) {
   }
   state.SetLabel(std::string(to_string(kind)) + " " + kShapeNames[state.range(1)]);
 }
-BENCHMARK(BM_ReplayFivePercent)
-    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplayFivePercent)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 // A strategy's cost over the whole space: for the model, every refit up to
 // the last config.
@@ -112,9 +110,7 @@ void BM_ReplayWholeSpace(benchmark::State& state) {
   }
   state.SetLabel(std::string(to_string(kind)) + " " + kShapeNames[state.range(1)]);
 }
-BENCHMARK(BM_ReplayWholeSpace)
-    ->ArgsProduct({{0, 1, 2, 3}, {0, 1}})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplayWholeSpace)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace mlatune

@@ -1,6 +1,8 @@
 // Replay: the CSV reader (quotes, comments, malformed rows with their line),
 // lookups of recorded measurements, the optimum, the recorded H200 fixture,
 // and replaying a strategy against recorded data.
+#include "tuner/replay.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <map>
 
 #include "tuner/error.h"
-#include "tuner/replay.h"
 #include "tuner/space.h"
 #include "tuner/strategy.h"
 
@@ -55,11 +56,11 @@ TEST(Csv, QuotedFieldsCommentsAndLineNumbers) {
       "last,row,no newline";
   auto rows = parse_csv(text, "t.csv");
   ASSERT_EQ(rows.size(), 4u);
-  EXPECT_EQ(fields_of(rows), (std::vector<std::vector<std::string>>{
-                                 {"a", "b", "c"},
-                                 {"x,y", "say \"hi\"", "plain"},
-                                 {"two\nlines", "", ""},
-                                 {"last", "row", "no newline"}}));
+  EXPECT_EQ(fields_of(rows),
+            (std::vector<std::vector<std::string>>{{"a", "b", "c"},
+                                                   {"x,y", "say \"hi\"", "plain"},
+                                                   {"two\nlines", "", ""},
+                                                   {"last", "row", "no newline"}}));
   EXPECT_EQ(rows[0].line, 2);
   EXPECT_EQ(rows[1].line, 4);
   EXPECT_EQ(rows[2].line, 6);
@@ -88,13 +89,14 @@ const std::string c_tiled = "\"ALGORITHM=tiled,THREADS=64,ITEMS=2,VECTOR=false\"
 const std::string c_fail = "\"ALGORITHM=unrolled,THREADS=32,ITEMS=2,VECTOR=false\"";
 
 ReplayData small_data() {
-  return ReplayData::parse(header + "# recorded by hand\n" +         //
-                               s1 + "," + c_plain + ",ok,12.5,12\n" +  //
-                               s1 + "," + c_tiled + ",ok,8.25,8\n" +   //
-                               s1 + "," + c_fail + ",wrong_result,,\n" +
-                               // the same shape, spelled in another order
-                               "\"M=3,N=64\",\"VECTOR=true,ALGORITHM=plain,THREADS=32,ITEMS=1\",ok,20,19\n",
-                           "small.csv", small_space());
+  return ReplayData::parse(
+      header + "# recorded by hand\n" +           //
+          s1 + "," + c_plain + ",ok,12.5,12\n" +  //
+          s1 + "," + c_tiled + ",ok,8.25,8\n" +   //
+          s1 + "," + c_fail + ",wrong_result,,\n" +
+          // the same shape, spelled in another order
+          "\"M=3,N=64\",\"VECTOR=true,ALGORITHM=plain,THREADS=32,ITEMS=1\",ok,20,19\n",
+      "small.csv", small_space());
 }
 
 TEST(ReplayData, LooksUpByTypedShapeAndConfig) {
@@ -122,8 +124,8 @@ TEST(ReplayData, LooksUpByTypedShapeAndConfig) {
 }
 
 TEST(ReplayData, NoSuccessfulMeasurementHasNoOptimum) {
-  const ReplayData data = ReplayData::parse(header + s1 + "," + c_fail + ",crashed,,\n", "f.csv",
-                                            small_space());
+  const ReplayData data =
+      ReplayData::parse(header + s1 + "," + c_fail + ",crashed,,\n", "f.csv", small_space());
   auto e = input_error([&] { data.optimum(small_space().parse_shape("N=64,M=3")); });
   EXPECT_NE(e.message().find("no successful"), std::string::npos) << e.message();
 }

@@ -3,6 +3,8 @@
 // space, the search quality the issue asks for: brute force finds the
 // optimum; annealing and the model-based strategy come within 3 % of it in
 // fewer evaluations than random search, on average over seeds.
+#include "tuner/strategy.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "tuner/error.h"
 #include "tuner/replay.h"
 #include "tuner/space.h"
-#include "tuner/strategy.h"
 
 namespace mlatune {
 
@@ -41,7 +42,8 @@ const SearchSpace& flagship() {
   return space;
 }
 const ReplayData& h200() {
-  static const ReplayData data = ReplayData::load(tests_dir / "data" / "h200_sweeps.csv", flagship());
+  static const ReplayData data =
+      ReplayData::load(tests_dir / "data" / "h200_sweeps.csv", flagship());
   return data;
 }
 
@@ -55,8 +57,8 @@ std::vector<Config> exhaust(Strategy& strategy, std::size_t limit) {
     double time = 1.0;
     for (std::size_t p = 0; p < c->choice.size(); ++p) time += (p + 1) * c->choice[p];
     // Some configs fail, to exercise that path.
-    strategy.observe(*c, c->choice[0] == 1 && c->choice[2] == 0 ? std::nullopt
-                                                                 : std::optional<double>(time));
+    strategy.observe(
+        *c, c->choice[0] == 1 && c->choice[2] == 0 ? std::nullopt : std::optional<double>(time));
     out.push_back(*c);
   }
   return out;
@@ -89,7 +91,8 @@ TEST_P(EveryStrategy, ProposesEveryValidConfigExactlyOnce) {
       auto seen = exhaust(*strategy, 10'000);
       for (const auto& c : seen) EXPECT_TRUE(small_space().check(c, shape)) << text;
       std::set<Config> distinct(seen.begin(), seen.end());
-      EXPECT_EQ(distinct.size(), seen.size()) << text << " held " << held << ": a config proposed twice";
+      EXPECT_EQ(distinct.size(), seen.size())
+          << text << " held " << held << ": a config proposed twice";
       EXPECT_EQ(distinct, valid) << text << " held " << held;
       EXPECT_FALSE(strategy->next()) << "still proposing after exhausting the space";
     }
@@ -171,7 +174,8 @@ class WorstFirst final : public Strategy {
       order_.push_back({t ? *t : std::numeric_limits<double>::infinity(), c});
       return true;
     });
-    std::sort(order_.begin(), order_.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::sort(order_.begin(), order_.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
   }
   std::optional<Config> next() override {
     if (position_ == order_.size()) return std::nullopt;
@@ -201,7 +205,8 @@ double mean_evaluations_to_3_percent(StrategyKind kind, const Shape& shape,
                                      StrategyMemory memory = {}) {
   double sum = 0;
   for (int seed = 1; seed <= kSeeds; ++seed) {
-    auto strategy = make_strategy(kind, flagship(), shape, static_cast<std::uint64_t>(seed), memory);
+    auto strategy =
+        make_strategy(kind, flagship(), shape, static_cast<std::uint64_t>(seed), memory);
     sum += evaluations_to_3_percent(*strategy, shape);
   }
   return sum / kSeeds;
@@ -237,9 +242,10 @@ TEST(ReplayedSearch, AnnealingAndModelBeatRandomToWithin3Percent) {
     EXPECT_LT(model, random) << text << ": model " << model << ", random " << random;
     EXPECT_LT(sampled_model, random)
         << text << ": model (sampled pool) " << sampled_model << ", random " << random;
-    std::printf("%s: mean evaluations to 3%%: random %.1f, annealing %.1f, model %.1f, "
-                "model with a sampled pool %.1f\n",
-                text, random, annealing, model, sampled_model);
+    std::printf(
+        "%s: mean evaluations to 3%%: random %.1f, annealing %.1f, model %.1f, "
+        "model with a sampled pool %.1f\n",
+        text, random, annealing, model, sampled_model);
   }
 }
 

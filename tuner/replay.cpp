@@ -1,5 +1,7 @@
 #include "tuner/replay.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -8,8 +10,6 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "tuner/error.h"
 
@@ -32,8 +32,10 @@ std::vector<CsvRow> parse_csv(std::string_view text, const std::string& file_nam
   int line = 1;
   int column = 1;
   auto advance = [&]() {
-    if (text[i] == '\n') ++line, column = 1;
-    else ++column;
+    if (text[i] == '\n')
+      ++line, column = 1;
+    else
+      ++column;
     ++i;
   };
   while (i < text.size()) {
@@ -113,7 +115,8 @@ ReplayData ReplayData::load(const std::filesystem::path& file, const SearchSpace
 ReplayData ReplayData::parse(std::string_view text, const std::string& file_name,
                              const SearchSpace& space) {
   auto rows = parse_csv(text, file_name);
-  if (rows.empty()) throw InputError({file_name, 0, 0}, "no header line (shape,config,outcome,median_us,...)");
+  if (rows.empty())
+    throw InputError({file_name, 0, 0}, "no header line (shape,config,outcome,median_us,...)");
   const CsvRow& header = rows.front();
   auto column = [&](const char* name) {
     auto at = std::find(header.fields.begin(), header.fields.end(), name);
@@ -146,13 +149,13 @@ ReplayData ReplayData::parse(std::string_view text, const std::string& file_name
     if (*outcome == Outcome::ok) {
       time = parse_number(row.fields[median_col]);
       if (!time || !std::isfinite(*time) || *time <= 0)
-        throw InputError(where, fmt::format("median_us '{}' is not a positive number",
-                                            row.fields[median_col]));
+        throw InputError(
+            where, fmt::format("median_us '{}' is not a positive number", row.fields[median_col]));
     }
     auto [at, inserted] = data.measurements_[shape].emplace(std::move(config), time);
     if (!inserted)
-      throw InputError(where, fmt::format("shape {} config {} recorded twice", row.fields[shape_col],
-                                          row.fields[config_col]));
+      throw InputError(where, fmt::format("shape {} config {} recorded twice",
+                                          row.fields[shape_col], row.fields[config_col]));
   }
   return data;
 }

@@ -1,13 +1,13 @@
 #include "tuner/strategy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <random>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "tuner/error.h"
 
@@ -17,8 +17,8 @@ namespace {
 // Uniform integer in [0, n), n > 0, by rejection: unlike
 // std::uniform_int_distribution, the same on every standard library.
 std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t n) {
-  const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() -
-                              std::numeric_limits<std::uint64_t>::max() % n;
+  const std::uint64_t limit =
+      std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % n;
   std::uint64_t x;
   do x = rng();
   while (x >= limit);
@@ -83,8 +83,8 @@ class Untried {
   const SearchSpace& space_;
   Shape shape_;
   std::uint64_t total_;
-  bool holds_all_ = false;     // all_ is every valid config
-  bool sampling_ = true;       // draws by SearchSpace::sample, not from order_
+  bool holds_all_ = false;  // all_ is every valid config
+  bool sampling_ = true;    // draws by SearchSpace::sample, not from order_
   std::vector<Config> all_;
   std::vector<Config> order_;  // shuffled lazily by draw()
   std::size_t position_ = 0;
@@ -121,7 +121,9 @@ std::vector<Config> neighbours(const SearchSpace& space, const Shape& shape, con
 class BruteForce final : public Strategy {
  public:
   BruteForce(const SearchSpace& space, const Shape& shape, const StrategyMemory& memory)
-      : space_(space), shape_(shape), chunk_size_(std::max<std::uint64_t>(1, memory.max_held_configs)) {}
+      : space_(space),
+        shape_(shape),
+        chunk_size_(std::max<std::uint64_t>(1, memory.max_held_configs)) {}
 
   std::optional<Config> next() override {
     if (position_ == chunk_.size()) refill();
@@ -157,7 +159,7 @@ class BruteForce final : public Strategy {
 class RandomSearch final : public Strategy {
  public:
   RandomSearch(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
-      const StrategyMemory& memory)
+               const StrategyMemory& memory)
       : untried_(space, shape, memory), rng_(seed) {}
 
   std::optional<Config> next() override {
@@ -183,7 +185,7 @@ class RandomSearch final : public Strategy {
 class Annealing final : public Strategy {
  public:
   Annealing(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
-      const StrategyMemory& memory)
+            const StrategyMemory& memory)
       : space_(space), shape_(shape), untried_(space, shape, memory), rng_(seed) {}
 
   std::optional<Config> next() override {
@@ -399,9 +401,12 @@ class Surrogate {
   static std::size_t common(const std::vector<std::size_t>& a, const std::vector<std::size_t>& b) {
     std::size_t count = 0, i = 0, j = 0;
     while (i < a.size() && j < b.size()) {
-      if (a[i] < b[j]) ++i;
-      else if (b[j] < a[i]) ++j;
-      else ++count, ++i, ++j;
+      if (a[i] < b[j])
+        ++i;
+      else if (b[j] < a[i])
+        ++j;
+      else
+        ++count, ++i, ++j;
     }
     return count;
   }
@@ -423,8 +428,12 @@ class Surrogate {
 class ModelBased final : public Strategy {
  public:
   ModelBased(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
-      const StrategyMemory& memory)
-      : space_(space), shape_(shape), untried_(space, shape, memory), rng_(seed), surrogate_(space) {}
+             const StrategyMemory& memory)
+      : space_(space),
+        shape_(shape),
+        untried_(space, shape, memory),
+        rng_(seed),
+        surrogate_(space) {}
 
   std::optional<Config> next() override {
     if (untried_.remaining() == 0) return std::nullopt;
@@ -510,19 +519,23 @@ class ModelBased final : public Strategy {
   std::vector<std::pair<Config, std::optional<double>>> observations_;
   double slowest_ = 0;
   std::size_t fitted_at_ = 0;
-  std::vector<Config> pool_;           // candidates, when the space is not held whole
-  std::vector<std::size_t> ranking_;   // candidates by prediction, fastest first
-  std::size_t ranked_ = 0;             // ranking_ before this was walked
+  std::vector<Config> pool_;          // candidates, when the space is not held whole
+  std::vector<std::size_t> ranking_;  // candidates by prediction, fastest first
+  std::size_t ranked_ = 0;            // ranking_ before this was walked
 };
 
 }  // namespace
 
 std::string_view to_string(StrategyKind kind) {
   switch (kind) {
-    case StrategyKind::brute_force: return "brute_force";
-    case StrategyKind::random: return "random";
-    case StrategyKind::annealing: return "annealing";
-    case StrategyKind::model: return "model";
+    case StrategyKind::brute_force:
+      return "brute_force";
+    case StrategyKind::random:
+      return "random";
+    case StrategyKind::annealing:
+      return "annealing";
+    case StrategyKind::model:
+      return "model";
   }
   return "unknown";
 }
@@ -547,10 +560,14 @@ std::unique_ptr<Strategy> make_strategy(StrategyKind kind, const SearchSpace& sp
                                         const Shape& shape, std::uint64_t seed,
                                         StrategyMemory memory) {
   switch (kind) {
-    case StrategyKind::brute_force: return std::make_unique<BruteForce>(space, shape, memory);
-    case StrategyKind::random: return std::make_unique<RandomSearch>(space, shape, seed, memory);
-    case StrategyKind::annealing: return std::make_unique<Annealing>(space, shape, seed, memory);
-    case StrategyKind::model: return std::make_unique<ModelBased>(space, shape, seed, memory);
+    case StrategyKind::brute_force:
+      return std::make_unique<BruteForce>(space, shape, memory);
+    case StrategyKind::random:
+      return std::make_unique<RandomSearch>(space, shape, seed, memory);
+    case StrategyKind::annealing:
+      return std::make_unique<Annealing>(space, shape, seed, memory);
+    case StrategyKind::model:
+      return std::make_unique<ModelBased>(space, shape, seed, memory);
   }
   throw InputError("unknown strategy kind");
 }
