@@ -1,0 +1,85 @@
+// Replayed measurements: a recorded sweep (a CSV file such as
+// tests/data/h200_sweeps.csv) served in place of a GPU, so that search
+// strategies can be run and compared anywhere, CI included.
+//
+// The CSV (RFC 4180 quoting; lines starting with # are comments) has a header
+// naming at least the columns shape, config, outcome and median_us.  Shapes
+// and configs are parsed against the search space as they are read, so a
+// lookup compares typed values, not spellings.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tuner/outcome.h"
+#include "tuner/space.h"
+#include "tuner/strategy.h"
+
+namespace mlatune {
+
+/// One record of a CSV file: its fields, unquoted, and the line it starts on.
+struct CsvRow {
+  std::vector<std::string> fields;
+  int line = 0;
+};
+
+/// Splits CSV text into rows (RFC 4180: fields in double quotes may hold
+/// commas, newlines and doubled quotes).  Lines whose first character is #
+/// and empty lines are skipped.  An unterminated quote or text after a
+/// closing quote is an InputError at file:line:col.
+std::vector<CsvRow> parse_csv(std::string_view text, const std::string& file_name);
+
+/// The measurements of a recorded sweep, by shape and config.  Refers to the
+/// space it was read with (for messages): the space must outlive it.
+class ReplayData {
+ public:
+  /// Reads a CSV file; EnvironmentError when it cannot be read, InputError
+  /// (file:line) for a malformed row, an unknown shape or config, or a
+  /// (shape, config) recorded twice.
+  static ReplayData load(const std::filesystem::path& file, const SearchSpace& space);
+  static ReplayData parse(std::string_view text, const std::string& file_name,
+                          const SearchSpace& space);
+
+  /// The shapes measured, in order.
+  std::vector<Shape> shapes() const;
+  /// Configs measured at `shape` (0 for a shape not in the data).
+  std::size_t size(const Shape& shape) const;
+  bool contains(const Shape& shape, const Config& config) const;
+  /// The median time in microseconds, or nullopt when the config did not run
+  /// correctly (any outcome but ok).  A config absent from the data is an
+  /// InputError: replay serves exhaustive sweeps.
+  std::optional<double> time(const Shape& shape, const Config& config) const;
+  /// The fastest ok time at `shape`; InputError when there is none.
+  double optimum(const Shape& shape) const;
+
+ private:
+  explicit ReplayData(const SearchSpace& space) : space_(&space) {}
+  const SearchSpace* space_;
+  std::map<Shape, std::map<Config, std::optional<double>>> measurements_;
+};
+
+/// What one strategy did against replayed data: the best time after each
+/// evaluation, in order.
+struct ReplayTrace {
+  std::vector<double> best_after;  // +infinity until the first ok config
+  /// Evaluations needed to come within `fraction` of `optimum` (0.03: within
+  /// 3 %); nullopt when the trace never does.
+  std::optional<std::size_t> evaluations_to_within(double optimum, double fraction) const;
+  /// Best time after `evaluations` (or after all, when fewer were made).
+  double best_after_evaluations(std::size_t evaluations) const;
+};
+
+/// Runs `strategy` against the data at `shape` for at most `budget`
+/// evaluations: fewer when it exhausts the space, or once the best time is at
+/// or below `stop_at` when given.  The strategy keeps its state, so a second
+/// call continues the same search.  InputError when it proposes a config the
+/// data lacks.
+ReplayTrace replay(Strategy& strategy, const ReplayData& data, const Shape& shape,
+                   std::size_t budget, std::optional<double> stop_at = std::nullopt);
+
+}  // namespace mlatune

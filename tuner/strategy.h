@@ -1,0 +1,68 @@
+// Search strategies: which config of a space to measure next, given what the
+// measurements so far said.  Ask/tell: next() proposes, observe() reports the
+// time (or the failure) of a proposed config.  Strategies know nothing of
+// compilation or GPUs, so they run the same against a real sweep and against
+// replayed measurements (tuner/replay.h).
+//
+// Every strategy proposes only valid configs (SearchSpace::check), never the
+// same config twice, and returns nullopt once every valid config has been
+// proposed.  The caller enforces the evaluation budget.  A strategy is
+// deterministic for a given seed: the same seed and the same observations give
+// the same proposals.  On spaces held whole (StrategyMemory) that holds across
+// standard libraries too (std::mt19937_64, whose output the standard fixes,
+// and our own draws from it); larger spaces go through SearchSpace::sample.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tuner/space.h"
+
+namespace mlatune {
+
+enum class StrategyKind {
+  brute_force,  // every valid config, in enumeration order
+  random,       // uniform over the valid configs not yet tried
+  annealing,    // simulated annealing over one-parameter moves
+  model,        // ridge-regression surrogate of log(time), best predicted first
+};
+
+std::string_view to_string(StrategyKind);
+/// "brute_force", "random", "annealing" or "model"; anything else is an
+/// InputError that lists the valid names.
+StrategyKind parse_strategy_kind(std::string_view name);
+/// Every kind, in declaration order.
+const std::vector<StrategyKind>& all_strategy_kinds();
+
+/// A search strategy over the valid configs of one space at one shape.
+/// Holds a reference to the space: the space must outlive it.
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  /// The next config to measure: valid, never proposed before; nullopt when
+  /// every valid config has been proposed.
+  virtual std::optional<Config> next() = 0;
+  /// The measurement of a config this strategy proposed: its time in
+  /// microseconds, or nullopt when it failed (compile error, crash, wrong
+  /// result, ...).  Failed configs count as very slow.
+  virtual void observe(const Config& config, std::optional<double> time_us) = 0;
+};
+
+/// How much of a space a strategy may hold in memory.
+struct StrategyMemory {
+  /// Spaces with at most this many valid configs at the shape are enumerated
+  /// once and kept (random draws shuffle them, the model ranks all of them);
+  /// larger ones are reached through SearchSpace::sample, with a pool of
+  /// candidates for the model.  Brute force holds at most this many (and at
+  /// least one) at a time.
+  std::uint64_t max_held_configs = 1u << 16;
+};
+
+std::unique_ptr<Strategy> make_strategy(StrategyKind kind, const SearchSpace& space,
+                                        const Shape& shape, std::uint64_t seed,
+                                        StrategyMemory memory = {});
+
+}  // namespace mlatune
