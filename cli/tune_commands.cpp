@@ -18,7 +18,9 @@
 #include "tuner/device.h"
 #include "tuner/error.h"
 #include "tuner/binary_cache.h"
+#include "tuner/replay.h"
 #include "tuner/space.h"
+#include "tuner/strategy.h"
 #include "tuner/sweep.h"
 #include "tuner/timing.h"
 #include "tuner/worker.h"
@@ -38,6 +40,8 @@ struct TuneOptions {
   std::optional<std::uint64_t> max_evals;
   std::optional<std::uint64_t> seed;
   std::string cache = "cold";
+  std::string strategy = "brute_force";
+  std::string replay;
   double budget_ms = 200.0;
 };
 
@@ -139,10 +143,17 @@ nlohmann::json timing_json(const TimingStats& t) {
           {"method", t.method}};
 }
 
-void run_gpu_sweep(const SearchSpace& space, const TuneOptions& options,
-                   const std::vector<ShapeWork>& work, Worker& worker, const DeviceInfo& device,
-                   const std::string& arch, const std::filesystem::path& database) {
+void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
+                          const std::vector<ShapeWork>& work, Worker* worker, const DeviceInfo& device,
+                          const std::string& arch, const std::filesystem::path& database) {
   SweepOptions sweep;
+  sweep.strategy = parse_strategy_kind(options.strategy);
+  std::optional<ReplayData> replay;
+  if (!options.replay.empty()) {
+    replay = ReplayData::load(options.replay, space);
+    sweep.replay = &*replay;
+    sweep.replay_source = std::filesystem::path(options.replay).filename().string();
+  }
   for (const ShapeWork& w : work) sweep.shapes.push_back(w.shape);
   sweep.arch = arch;
   sweep.jobs = options.jobs;
@@ -155,6 +166,7 @@ void run_gpu_sweep(const SearchSpace& space, const TuneOptions& options,
   fmt::print(stderr, "mlatune: tuning {} on {} ({}, {} SMs) into {}\n", space.kernel_name(),
              device.name, device.arch, device.sm_count, database.string());
   SweepReport report = run_sweep(space, options.space_file, database, worker, device, sweep);
+  const char* unit = replay ? "us (replayed)" : "us";
 
   if (options.json) {
     nlohmann::json out;
@@ -208,9 +220,10 @@ void run_gpu_sweep(const SearchSpace& space, const TuneOptions& options,
         counts += fmt::format("{}{} {} ({})", counts.empty() ? "" : ", ", to_string(outcome), n,
                               percent(n, s.results.size()));
       fmt::print("  outcomes: {}\n", counts);
-      fmt::print("  reference kernel {:.1f} us; empty-kernel floor {:.2f} us ({}); input seed {}\n",
-                 s.workload.reference_us, s.workload.floor.median_us, s.workload.floor.method,
-                 s.workload.seed);
+      if (!replay)
+        fmt::print("  reference kernel {:.1f} us; empty-kernel floor {:.2f} us ({}); input seed {}\n",
+                   s.workload.reference_us, s.workload.floor.median_us, s.workload.floor.method,
+                   s.workload.seed);
       fmt::print("  time: {:.1f} s wall, {:.1f} s on the GPU worker, {:.1f} s waiting for compilation; "
                  "{:.1f} configs/s\n",
                  s.wall_s, s.gpu_s, s.compile_wait_s,
@@ -223,7 +236,7 @@ void run_gpu_sweep(const SearchSpace& space, const TuneOptions& options,
                    r.retimed.min_us, r.retimed.p90_us, r.first_median_us, r.config);
     }
     if (s.best_config) {
-      fmt::print("  best in the database: {:.2f} us  {}\n", *s.best_us, *s.best_config);
+      fmt::print("  best in the database: {:.2f} {}  {}\n", *s.best_us, unit, *s.best_config);
       if (s.default_config && s.default_config->timing && s.default_config->outcome == Outcome::ok)
         fmt::print("  speedup over the space's default config ({:.2f} us): {:.2f}x\n",
                    s.default_config->timing->median_us, s.default_config->timing->median_us / *s.best_us);
@@ -265,7 +278,7 @@ void run_tune(const TuneOptions& options) {
   std::optional<DeviceInfo> device;
   std::vector<std::string> notes;
   std::optional<Worker> worker;
-  if (!options.compile_only || options.arch.empty()) {
+  if (options.replay.empty() && (!options.compile_only || options.arch.empty())) {
     worker.emplace();
     DeviceReport report = worker->probe_device();
     if (report.usable)
@@ -285,13 +298,21 @@ void run_tune(const TuneOptions& options) {
                                   why_no_gpu));
   }
   const std::filesystem::path database = database_path(options.db);
+  if (!options.replay.empty()) {
+    // Measurements come from a recorded sweep: no GPU, no compilation.
+    DeviceInfo replayed;
+    replayed.name = "replay of " + std::filesystem::path(options.replay).filename().string();
+    replayed.arch = arch;
+    run_sweep_and_report(space, options, work, nullptr, replayed, arch, database);
+    return;
+  }
   if (!options.compile_only) {
     if (device) {
       if (device->arch != arch)
         throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
                                      "architecture (use --compile-only to compile for another one)",
                                      arch, device->name, device->arch));
-      run_gpu_sweep(space, options, work, *worker, *device, arch, database);
+      run_sweep_and_report(space, options, work, &*worker, *device, arch, database);
       return;
     }
     notes.push_back(fmt::format(
@@ -420,6 +441,11 @@ void add_tune_commands(CLI::App& app) {
                    "per shape: evaluate a uniform random subset of this many valid configs")
       ->check(CLI::PositiveNumber);
   tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)");
+  tune->add_option("--strategy", options->strategy,
+                   "search strategy: brute_force, random, annealing, model (default brute_force)");
+  tune->add_option("--replay", options->replay,
+                   "serve measurements from a recorded sweep (CSV of shape,config,outcome,median_us; "
+                   "e.g. from `mlatune cache export --format csv`) instead of a GPU");
   tune->add_option("--cache", options->cache, "timing method: cold (L2 flushed), rotate, hot")
       ->check(CLI::IsMember({"cold", "rotate", "hot"}));
   tune->add_option("--budget-ms", options->budget_ms, "timing budget per candidate, ms")

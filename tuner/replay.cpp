@@ -152,6 +152,7 @@ ReplayData ReplayData::parse(std::string_view text, const std::string& file_name
         throw InputError(
             where, fmt::format("median_us '{}' is not a positive number", row.fields[median_col]));
     }
+    data.outcomes_[shape][config] = *outcome;
     auto [at, inserted] = data.measurements_[shape].emplace(std::move(config), time);
     if (!inserted)
       throw InputError(where, fmt::format("shape {} config {} recorded twice",
@@ -185,6 +186,11 @@ std::optional<double> ReplayData::time(const Shape& shape, const Config& config)
     throw InputError(fmt::format("replay data has no measurement of {} at shape {}",
                                  space_->config_string(config), space_->shape_string(shape)));
   return found->second;
+}
+
+Outcome ReplayData::outcome(const Shape& shape, const Config& config) const {
+  (void)time(shape, config);  // the same errors for an unknown shape or config
+  return outcomes_.at(shape).at(config);
 }
 
 double ReplayData::optimum(const Shape& shape) const {

@@ -54,6 +54,9 @@ class ReplayData {
   /// correctly (any outcome but ok).  A config absent from the data is an
   /// InputError: replay serves exhaustive sweeps.
   std::optional<double> time(const Shape& shape, const Config& config) const;
+  /// The recorded outcome (ok, or why the config did not run correctly);
+  /// InputError for a config absent from the data.
+  Outcome outcome(const Shape& shape, const Config& config) const;
   /// The fastest ok time at `shape`; InputError when there is none.
   double optimum(const Shape& shape) const;
 
@@ -61,6 +64,7 @@ class ReplayData {
   explicit ReplayData(const SearchSpace& space) : space_(&space) {}
   const SearchSpace* space_;
   std::map<Shape, std::map<Config, std::optional<double>>> measurements_;
+  std::map<Shape, std::map<Config, Outcome>> outcomes_;
 };
 
 /// What one strategy did against replayed data: the best time after each

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 #include "tuner/binary_cache.h"
 #include "tuner/compile_pool.h"
 #include "tuner/compiler.h"
+#include "tuner/replay.h"
 
 namespace mlatune {
 namespace {
@@ -21,36 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-/// The configs to try at one shape: the default config first (so every sweep
-/// can say what tuning gained over it), then every valid config, or a uniform
-/// random sample of max_evals distinct ones.
-std::vector<Config> plan_configs(const SearchSpace& space, const Shape& shape,
-                                 std::optional<std::uint64_t> max_evals, std::mt19937_64& rng) {
-  std::vector<Config> plan;
-  std::set<Config> chosen;
-  const Config& default_config = space.default_config();
-  if (space.check(default_config, shape)) {
-    plan.push_back(default_config);
-    chosen.insert(default_config);
-  }
-  std::uint64_t valid = space.count(shape);
-  if (!max_evals || *max_evals >= valid) {
-    space.for_each_valid(shape, [&](const Config& config) {
-      if (chosen.insert(config).second) plan.push_back(config);
-      return true;
-    });
-    return plan;
-  }
-  // Distinct uniform draws; max_evals < valid, so this terminates, and when
-  // it asks for most of the space the rejection of repeats stays cheap enough.
-  while (plan.size() < *max_evals) {
-    std::optional<Config> config = space.sample(shape, rng);
-    if (!config) break;
-    if (chosen.insert(*config).second) plan.push_back(*config);
-  }
-  return plan;
 }
 
 Measurement to_measurement(std::int64_t run_id, const std::string& shape, const CandidateReport& c) {
@@ -69,35 +41,59 @@ Measurement to_measurement(std::int64_t run_id, const std::string& shape, const 
   return m;
 }
 
+/// What earlier runs of this kernel version, device and toolchain committed
+/// at one shape: config text -> median (nullopt: it did not run correctly).
+std::map<std::string, std::optional<double>> earlier_results(Store& store, const KernelInfo& kernel,
+                                                             const DeviceInfo& device,
+                                                             const ToolchainInfo& toolchain,
+                                                             const std::string& shape) {
+  std::map<std::string, std::optional<double>> earlier;
+  for (const MeasurementRecord& r : store.measurements({kernel.name, shape})) {
+    if (!(r.kernel == kernel) || r.device.name != device.name || r.device.arch != device.arch ||
+        r.device.sm_count != device.sm_count || r.device.memory_bytes != device.memory_bytes ||
+        r.device.driver_version != device.driver_version || !(r.toolchain == toolchain))
+      continue;
+    const Measurement& m = r.measurement;
+    std::optional<double> time;
+    if (m.outcome == Outcome::ok && m.timing) time = m.timing->median_us;
+    auto [at, inserted] = earlier.emplace(m.config, time);
+    if (!inserted && time && (!at->second || *time < *at->second)) at->second = time;
+  }
+  return earlier;
+}
+
 }  // namespace
 
 SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& space_file,
-                      const std::filesystem::path& database, Worker& worker,
+                      const std::filesystem::path& database, Worker* worker,
                       const DeviceInfo& device, const SweepOptions& options) {
   const auto sweep_start = Clock::now();
   auto say = [&](std::string_view line) {
     if (options.progress) options.progress(line);
   };
+  if (!worker && !options.replay)
+    throw EnvironmentError("run_sweep: neither a GPU worker nor replay data to evaluate with");
 
   Store store = Store::open(database, StoreMode::read_write);
   const KernelInfo kernel{space.kernel_name(), space.template_hash(), space.definition_hash()};
+  const ToolchainInfo toolchain = ToolchainInfo::current();
   const std::int64_t kernel_id = store.ensure_kernel(kernel);
   const std::int64_t device_id = store.ensure_device(device);
-  const std::int64_t toolchain_id = store.ensure_toolchain(ToolchainInfo::current());
+  const std::int64_t toolchain_id = store.ensure_toolchain(toolchain);
 
   std::uint64_t seed = options.seed ? *options.seed : std::random_device{}();
   std::mt19937_64 rng(seed);
-  const bool brute_force = !options.max_evals.has_value();
   RunInfo run_info;
   run_info.kernel_id = kernel_id;
   run_info.device_id = device_id;
   run_info.toolchain_id = toolchain_id;
   run_info.space_path = std::filesystem::absolute(space_file).string();
   run_info.space_text = space.text();
-  run_info.strategy = brute_force ? "brute_force" : "random";
+  run_info.strategy = std::string(to_string(options.strategy));
   run_info.strategy_settings =
       nlohmann::json{{"max_evals", options.max_evals ? nlohmann::json(*options.max_evals) : nlohmann::json()},
                      {"seed", seed},
+                     {"replay", options.replay ? nlohmann::json(options.replay_source) : nlohmann::json()},
                      {"cache", std::string(to_string(options.timing.cache))},
                      {"budget_ms", options.timing.budget_ms},
                      {"retime_top", options.retime_top}}
@@ -107,13 +103,17 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
   report.run_id = store.begin_run(run_info);
 
   Compiler compiler;
-  StoreBinaryCache binary_cache(database, space.kernel_name(), space.template_hash());
-  CompilePool pool(compiler, options.jobs, binary_cache.hooks());
+  std::optional<StoreBinaryCache> binary_cache;
+  std::optional<CompilePool> pool;
+  if (!options.replay) {  // replay serves times, it needs no binaries
+    binary_cache.emplace(database, space.kernel_name(), space.template_hash());
+    pool.emplace(compiler, options.jobs, binary_cache->hooks());
+  }
 
   struct Pending {
     Config config;
     std::string config_text;
-    std::shared_future<CompileResult> compiled;
+    std::shared_future<CompileResult> compiled;  // empty in replay
   };
 
   try {
@@ -122,73 +122,134 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
       ShapeReport shape_report;
       shape_report.shape = space.shape_string(shape);
       shape_report.valid_configs = space.count(shape);
+      const std::uint64_t budget = options.max_evals.value_or(shape_report.valid_configs);
 
-      std::vector<Pending> pending;
-      for (const Config& config : plan_configs(space, shape, options.max_evals, rng)) {
-        ++shape_report.planned;
-        std::string text = space.config_string(config);
-        if (store.measured(kernel_id, device_id, toolchain_id, shape_report.shape, text)) {
-          ++shape_report.already_measured;
-          continue;
+      std::unique_ptr<Strategy> strategy = make_strategy(options.strategy, space, shape, rng());
+      std::map<std::string, std::optional<double>> earlier =
+          earlier_results(store, kernel, device, toolchain, shape_report.shape);
+      std::set<Config> proposed;
+      bool default_offered = false;
+
+      // The next config to evaluate: the space's default first (so every sweep
+      // can say what tuning gained over it), then the strategy's proposals.
+      // A config committed by an earlier run is not evaluated again; its
+      // result is told to the strategy instead (resume).
+      auto next_config = [&]() -> std::optional<Config> {
+        while (shape_report.planned < budget) {
+          std::optional<Config> config;
+          if (!default_offered) {
+            default_offered = true;
+            if (space.check(space.default_config(), shape)) config = space.default_config();
+            else continue;
+          } else {
+            config = strategy->next();
+          }
+          if (!config) return std::nullopt;
+          if (!proposed.insert(*config).second) continue;
+          ++shape_report.planned;
+          auto found = earlier.find(space.config_string(*config));
+          if (found != earlier.end()) {
+            ++shape_report.already_measured;
+            strategy->observe(*config, found->second);
+            continue;
+          }
+          return config;
         }
-        CompileRequest request = compile_request(space, config, shape, options.arch);
-        pending.push_back({config, text, pool.submit(std::move(request))});
-      }
-      say(fmt::format("{}: {} valid configs, {} planned, {} already in the database, {} to evaluate",
-                      shape_report.shape, shape_report.valid_configs, shape_report.planned,
-                      shape_report.already_measured, pending.size()));
-      if (pending.empty()) {
+        return std::nullopt;
+      };
+
+      // Keep enough candidates compiling that the GPU never waits for the
+      // compiler when it could be busy; adaptive strategies see results with
+      // at most this lag.
+      const std::size_t window = options.replay ? 1 : std::max<std::size_t>(4, 2 * pool->threads());
+      std::deque<Pending> in_flight;
+      auto refill = [&] {
+        while (in_flight.size() < window) {
+          std::optional<Config> config = next_config();
+          if (!config) return;
+          Pending p{*config, space.config_string(*config), {}};
+          if (pool) p.compiled = pool->submit(compile_request(space, *config, shape, options.arch));
+          in_flight.push_back(std::move(p));
+        }
+      };
+      refill();
+      say(fmt::format("{}: {} valid configs, strategy {}, budget {}, {} already in the database",
+                      shape_report.shape, shape_report.valid_configs, to_string(options.strategy),
+                      budget, shape_report.already_measured));
+      if (in_flight.empty()) {
         report.shapes.push_back(std::move(shape_report));
         continue;
       }
 
-      WorkloadRequest workload_request;
-      workload_request.space_file = std::filesystem::absolute(space_file);
-      workload_request.shape = shape_report.shape;
-      workload_request.seed = rng();
-      workload_request.timing = options.timing;
-      shape_report.workload = worker.set_workload(workload_request);
+      if (worker && !options.replay) {
+        WorkloadRequest workload_request;
+        workload_request.space_file = std::filesystem::absolute(space_file);
+        workload_request.shape = shape_report.shape;
+        workload_request.seed = rng();
+        workload_request.timing = options.timing;
+        shape_report.workload = worker->set_workload(workload_request);
+      }
 
-      std::vector<Candidate> candidates(pending.size());
-      for (std::size_t i = 0; i < pending.size(); ++i) {
-        const Pending& p = pending[i];
+      std::vector<Candidate> candidates;  // parallel to shape_report.results
+      while (!in_flight.empty()) {
+        Pending p = std::move(in_flight.front());
+        in_flight.pop_front();
         CandidateReport c;
         c.config = p.config_text;
-        auto wait_start = Clock::now();
-        const CompileResult& compiled = p.compiled.get();
-        shape_report.compile_wait_s += seconds_since(wait_start);
-        LaunchGeometry geometry = space.geometry(p.config, shape);
-        if (!compiled.ok()) {
-          c.outcome = Outcome::compile_error;
-          c.reason = compiled.failure().message;
-        } else if (!geometry.valid()) {
-          c.outcome = Outcome::launch_error;
-          c.reason = "invalid launch geometry: " + geometry.invalid_reason;
-          c.usage = compiled.binary().usage;
+        Candidate candidate;
+        if (options.replay) {
+          c.outcome = options.replay->outcome(shape, p.config);
+          if (auto time = options.replay->time(shape, p.config)) {
+            TimingStats t;
+            t.median_us = t.min_us = t.p90_us = *time;
+            t.count = 1;
+            t.method = "replayed from " + options.replay_source;
+            c.timing = t;
+          } else {
+            c.reason = "replayed from " + options.replay_source;
+          }
         } else {
-          Candidate& candidate = candidates[i];
-          candidate.label = p.config_text;
-          candidate.cubin = compiled.binary().cubin;
-          candidate.entry = space.kernel().entry;
-          candidate.geometry = geometry;
-          auto gpu_start = Clock::now();
-          EvaluationResult result = worker.evaluate(candidate);
-          shape_report.gpu_s += seconds_since(gpu_start);
-          c.outcome = result.outcome;
-          c.reason = result.reason;
-          c.timing = result.timing;
-          c.validation = result.validation;
-          c.usage = compiled.binary().usage;
-          if (c.outcome != Outcome::ok) candidate.cubin.clear();
+          auto wait_start = Clock::now();
+          const CompileResult& compiled = p.compiled.get();
+          shape_report.compile_wait_s += seconds_since(wait_start);
+          LaunchGeometry geometry = space.geometry(p.config, shape);
+          if (!compiled.ok()) {
+            c.outcome = Outcome::compile_error;
+            c.reason = compiled.failure().message;
+          } else if (!geometry.valid()) {
+            c.outcome = Outcome::launch_error;
+            c.reason = "invalid launch geometry: " + geometry.invalid_reason;
+            c.usage = compiled.binary().usage;
+          } else {
+            candidate.label = p.config_text;
+            candidate.cubin = compiled.binary().cubin;
+            candidate.entry = space.kernel().entry;
+            candidate.geometry = geometry;
+            auto gpu_start = Clock::now();
+            EvaluationResult result = worker->evaluate(candidate);
+            shape_report.gpu_s += seconds_since(gpu_start);
+            c.outcome = result.outcome;
+            c.reason = result.reason;
+            c.timing = result.timing;
+            c.validation = result.validation;
+            c.usage = compiled.binary().usage;
+            if (c.outcome != Outcome::ok) candidate.cubin.clear();
+          }
         }
         store.record(to_measurement(report.run_id, shape_report.shape, c));
+        strategy->observe(p.config, c.outcome == Outcome::ok && c.timing
+                                        ? std::optional<double>(c.timing->median_us)
+                                        : std::nullopt);
         ++shape_report.outcomes[c.outcome];
         if (p.config == space.default_config()) shape_report.default_config = c;
-        say(fmt::format("[{}/{}] {} {} {}", i + 1, pending.size(), c.config, to_string(c.outcome),
+        say(fmt::format("[{}/{}] {} {} {}", shape_report.results.size() + 1,
+                        budget - shape_report.already_measured, c.config, to_string(c.outcome),
                         c.timing && c.outcome == Outcome::ok
                             ? fmt::format("{:.2f} us", c.timing->median_us)
                             : c.reason.substr(0, c.reason.find('\n'))));
         shape_report.results.push_back(std::move(c));
+        candidates.push_back(std::move(candidate));
+        refill();
       }
 
       // Median over the valid configs, and the fastest few timed again,
@@ -199,16 +260,13 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
       std::sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) {
         return shape_report.results[a].timing->median_us < shape_report.results[b].timing->median_us;
       });
-      if (!ok.empty()) {
-        const auto& mid = shape_report.results[ok[ok.size() / 2]];
-        shape_report.median_ok_us = mid.timing->median_us;
-      }
+      if (!ok.empty()) shape_report.median_ok_us = shape_report.results[ok[ok.size() / 2]].timing->median_us;
       std::size_t top = std::min<std::size_t>(ok.size(), static_cast<std::size_t>(std::max(0, options.retime_top)));
-      if (top > 0) {
+      if (top > 0 && worker && !options.replay) {
         std::vector<Candidate> again;
         for (std::size_t k = 0; k < top; ++k) again.push_back(candidates[ok[k]]);
         auto gpu_start = Clock::now();
-        std::vector<std::optional<TimingStats>> retimed = worker.retime(again, options.retime_rounds);
+        std::vector<std::optional<TimingStats>> retimed = worker->retime(again, options.retime_rounds);
         shape_report.gpu_s += seconds_since(gpu_start);
         for (std::size_t k = 0; k < top; ++k) {
           if (!retimed[k]) continue;
@@ -232,10 +290,12 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
     throw;
   }
   store.finish_run(report.run_id, RunStatus::finished);
-  CompilePoolStats stats = pool.stats();
-  report.nvrtc_runs = stats.compiled;
-  report.binaries_reused = stats.memory_hits + stats.external_hits;
-  report.worker_replacements = worker.replacements();
+  if (pool) {
+    CompilePoolStats stats = pool->stats();
+    report.nvrtc_runs = stats.compiled;
+    report.binaries_reused = stats.memory_hits + stats.external_hits;
+  }
+  report.worker_replacements = worker ? worker->replacements() : 0;
   report.wall_s = seconds_since(sweep_start);
   return report;
 }

@@ -1,6 +1,6 @@
-// A tuning sweep: for each shape, the configs to try (all valid ones, or a
-// uniform random subset), compiled on all cores while the GPU worker validates
-// and times the ones already compiled, each measurement committed to the store
+// A tuning sweep: for each shape, the configs a search strategy proposes
+// (tuner/strategy.h) within a budget, compiled on all cores while the GPU
+// worker validates and times the ones already compiled, each measurement committed to the store
 // as it is produced (a killed sweep loses at most the candidate in flight and
 // a restarted one skips what was committed), and at the end the fastest few
 // timed again, interleaved, to guard against drift.
@@ -18,22 +18,29 @@
 #include "tuner/outcome.h"
 #include "tuner/resource_usage.h"
 #include "tuner/space.h"
+#include "tuner/strategy.h"
 #include "tuner/timing.h"
 #include "tuner/worker.h"
 
 namespace mlatune {
 
+class ReplayData;
 class Store;
 
 struct SweepOptions {
   std::vector<Shape> shapes;
   std::string arch;                         // compile target: the GPU's architecture
   unsigned jobs = 0;                        // compile threads; 0 = one per core
+  StrategyKind strategy = StrategyKind::brute_force;
   std::optional<std::uint64_t> max_evals;   // per shape; unset = every valid config
   std::optional<std::uint64_t> seed;        // inputs and sampling; unset = fresh
   TimingOptions timing;
   int retime_top = 5;                       // re-timed interleaved at the end
   int retime_rounds = 3;
+  /// Serve times from a recorded sweep instead of a GPU (no compilation,
+  /// no worker); `replay_source` names it in the run record.
+  const ReplayData* replay = nullptr;
+  std::string replay_source;
   /// One line per event (candidate done, shape done), for progress output.
   std::function<void(std::string_view)> progress;
 };
@@ -83,9 +90,10 @@ struct SweepReport {
 };
 
 /// Runs the sweep.  `space_file` is recorded with the run (made absolute).
-/// The worker must already report a usable GPU (Worker::probe_device).
+/// `worker` must already report a usable GPU (Worker::probe_device); it may
+/// be null when `options.replay` serves the measurements.
 SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& space_file,
-                      const std::filesystem::path& database, Worker& worker,
+                      const std::filesystem::path& database, Worker* worker,
                       const DeviceInfo& device, const SweepOptions& options);
 
 }  // namespace mlatune
