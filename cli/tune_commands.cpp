@@ -1,6 +1,7 @@
 // mlatune tune: compile (and, with a GPU, later time) every valid config of a
 // search space for one or more shapes.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -8,10 +9,13 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cache/store.h"
 #include "cli/commands.h"
 #include "tuner/compile_pool.h"
 #include "tuner/compiler.h"
@@ -143,6 +147,86 @@ nlohmann::json timing_json(const TimingStats& t) {
           {"method", t.method}};
 }
 
+bool is_run_id(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+std::string replay_name(const std::string& replay, const std::filesystem::path& database) {
+  if (is_run_id(replay)) return fmt::format("run {} of {}", replay, database.filename().string());
+  return std::filesystem::path(replay).filename().string();
+}
+
+/// Replay data from a CSV file, or (an integer) from a run in the database:
+/// the run's measurements go through the same reader as a CSV export.
+ReplayData load_replay(const std::string& replay, const std::filesystem::path& database,
+                       const SearchSpace& space) {
+  if (!is_run_id(replay)) return ReplayData::load(replay, space);
+  Store store = Store::open(database, StoreMode::read_only);
+  std::string uuid;
+  for (const RunRecord& run : store.runs())
+    if (std::to_string(run.id) == replay) uuid = run.uuid;
+  if (uuid.empty())
+    throw InputError(fmt::format("--replay {}: no run {} in {} (see `mlatune cache show`)", replay, replay,
+                                 database.string()));
+  auto quoted = [](const std::string& field) {
+    std::string out = "\"";
+    for (char c : field) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+  };
+  std::string csv = "shape,config,outcome,median_us\n";
+  for (const MeasurementRecord& r : store.measurements({space.kernel_name(), ""})) {
+    if (r.run_uuid != uuid) continue;
+    const Measurement& m = r.measurement;
+    csv += fmt::format("{},{},{},{}\n", quoted(m.shape), quoted(m.config), to_string(m.outcome),
+                       m.timing ? fmt::format("{}", m.timing->median_us) : std::string());
+  }
+  return ReplayData::parse(csv, replay_name(replay, database), space);
+}
+
+/// Progress on stderr: on a terminal one bar, redrawn at most ten times a
+/// second (done/total, failures, best so far, rate, ETA); elsewhere one plain
+/// line per event.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool terminal) : terminal_(terminal) {}
+
+  void update(const SweepProgress& p) {
+    if (!terminal_) {
+      fmt::print(stderr, "{}\n", p.line);
+      return;
+    }
+    auto now = std::chrono::steady_clock::now();
+    bool last = p.done >= p.total;
+    if (p.shape != shape_) {
+      finish();
+      shape_ = p.shape;
+    } else if (!last && now - drawn_ < std::chrono::milliseconds(100)) {
+      return;
+    }
+    drawn_ = now;
+    double rate = p.elapsed_s > 0 ? static_cast<double>(p.done) / p.elapsed_s : 0.0;
+    double eta = rate > 0 ? static_cast<double>(p.total - std::min(p.done, p.total)) / rate : 0.0;
+    constexpr int width = 30;
+    int filled = p.total ? static_cast<int>(width * std::min(1.0, static_cast<double>(p.done) / p.total)) : 0;
+    fmt::print(stderr, "\r{} [{}{}] {}/{}  failures {}  best {}  {:.1f}/s  ETA {:d}:{:02d} \x1b[K", shape_,
+               std::string(filled, '#'), std::string(width - filled, '.'), p.done, p.total, p.failures,
+               p.best_us ? fmt::format("{:.2f} us", *p.best_us) : std::string("-"), rate,
+               static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+    open_ = true;
+  }
+
+  void finish() {
+    if (open_) fmt::print(stderr, "\n");
+    open_ = false;
+  }
+
+ private:
+  bool terminal_;
+  bool open_ = false;
+  std::string shape_;
+  std::chrono::steady_clock::time_point drawn_{};
+};
+
 void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
                           const std::vector<ShapeWork>& work, Worker* worker, const DeviceInfo& device,
                           const std::string& arch, const std::filesystem::path& database) {
@@ -150,9 +234,9 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
   sweep.strategy = parse_strategy_kind(options.strategy);
   std::optional<ReplayData> replay;
   if (!options.replay.empty()) {
-    replay = ReplayData::load(options.replay, space);
+    replay = load_replay(options.replay, database, space);
     sweep.replay = &*replay;
-    sweep.replay_source = std::filesystem::path(options.replay).filename().string();
+    sweep.replay_source = replay_name(options.replay, database);
   }
   for (const ShapeWork& w : work) sweep.shapes.push_back(w.shape);
   sweep.arch = arch;
@@ -161,11 +245,15 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
   sweep.seed = options.seed;
   sweep.timing.cache = parse_cache_mode(options.cache).value_or(CacheMode::cold);
   sweep.timing.budget_ms = options.budget_ms;
-  if (!options.quiet && !options.json)
-    sweep.progress = [](std::string_view line) { fmt::print(stderr, "{}\n", line); };
+  std::optional<ProgressPrinter> printer;
+  if (!options.quiet && !options.json) {
+    printer.emplace(::isatty(STDERR_FILENO) == 1);
+    sweep.progress = [&printer](const SweepProgress& p) { printer->update(p); };
+  }
   fmt::print(stderr, "mlatune: tuning {} on {} ({}, {} SMs) into {}\n", space.kernel_name(),
              device.name, device.arch, device.sm_count, database.string());
   SweepReport report = run_sweep(space, options.space_file, database, worker, device, sweep);
+  if (printer) printer->finish();
   const char* unit = replay ? "us (replayed)" : "us";
 
   if (options.json) {
@@ -301,7 +389,7 @@ void run_tune(const TuneOptions& options) {
   if (!options.replay.empty()) {
     // Measurements come from a recorded sweep: no GPU, no compilation.
     DeviceInfo replayed;
-    replayed.name = "replay of " + std::filesystem::path(options.replay).filename().string();
+    replayed.name = "replay of " + replay_name(options.replay, database);
     replayed.arch = arch;
     run_sweep_and_report(space, options, work, nullptr, replayed, arch, database);
     return;
@@ -444,8 +532,9 @@ void add_tune_commands(CLI::App& app) {
   tune->add_option("--strategy", options->strategy,
                    "search strategy: brute_force, random, annealing, model (default brute_force)");
   tune->add_option("--replay", options->replay,
-                   "serve measurements from a recorded sweep (CSV of shape,config,outcome,median_us; "
-                   "e.g. from `mlatune cache export --format csv`) instead of a GPU");
+                   "serve measurements from a recorded sweep instead of a GPU: a run id of the "
+                   "database, or a CSV of shape,config,outcome,median_us (`mlatune cache export "
+                   "--format csv`)");
   tune->add_option("--cache", options->cache, "timing method: cold (L2 flushed), rotate, hot")
       ->check(CLI::IsMember({"cold", "rotate", "hot"}));
   tune->add_option("--budget-ms", options->budget_ms, "timing budget per candidate, ms")

@@ -68,8 +68,11 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
                       const std::filesystem::path& database, Worker* worker,
                       const DeviceInfo& device, const SweepOptions& options) {
   const auto sweep_start = Clock::now();
-  auto say = [&](std::string_view line) {
-    if (options.progress) options.progress(line);
+  SweepProgress progress;
+  auto say = [&](std::string line) {
+    if (!options.progress) return;
+    progress.line = std::move(line);
+    options.progress(progress);
   };
   if (!worker && !options.replay)
     throw EnvironmentError("run_sweep: neither a GPU worker nor replay data to evaluate with");
@@ -173,6 +176,10 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
         }
       };
       refill();
+      progress = SweepProgress{};
+      progress.shape = shape_report.shape;
+      progress.total = std::min<std::uint64_t>(budget, shape_report.valid_configs) -
+                       std::min(shape_report.already_measured, budget);
       say(fmt::format("{}: {} valid configs, strategy {}, budget {}, {} already in the database",
                       shape_report.shape, shape_report.valid_configs, to_string(options.strategy),
                       budget, shape_report.already_measured));
@@ -241,9 +248,16 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
                                         ? std::optional<double>(c.timing->median_us)
                                         : std::nullopt);
         ++shape_report.outcomes[c.outcome];
+        ++progress.done;
+        // Configs found already measured while refilling shrink what is left.
+        progress.total = std::max(progress.done, std::min<std::uint64_t>(budget, shape_report.valid_configs) -
+                                                     std::min(shape_report.already_measured, budget));
+        if (c.outcome != Outcome::ok) ++progress.failures;
+        if (c.outcome == Outcome::ok && c.timing && (!progress.best_us || c.timing->median_us < *progress.best_us))
+          progress.best_us = c.timing->median_us;
+        progress.elapsed_s = seconds_since(shape_start);
         if (p.config == space.default_config()) shape_report.default_config = c;
-        say(fmt::format("[{}/{}] {} {} {}", shape_report.results.size() + 1,
-                        budget - shape_report.already_measured, c.config, to_string(c.outcome),
+        say(fmt::format("[{}/{}] {} {} {}", progress.done, progress.total, c.config, to_string(c.outcome),
                         c.timing && c.outcome == Outcome::ok
                             ? fmt::format("{:.2f} us", c.timing->median_us)
                             : c.reason.substr(0, c.reason.find('\n'))));

@@ -41,8 +41,19 @@ struct SweepOptions {
   /// no worker); `replay_source` names it in the run record.
   const ReplayData* replay = nullptr;
   std::string replay_source;
-  /// One line per event (candidate done, shape done), for progress output.
-  std::function<void(std::string_view)> progress;
+  /// Called when a shape starts and after every candidate.
+  std::function<void(const struct SweepProgress&)> progress;
+};
+
+/// Where a sweep stands, for progress output.
+struct SweepProgress {
+  std::string shape;
+  std::uint64_t done = 0;      // candidates evaluated at this shape in this sweep
+  std::uint64_t total = 0;     // candidates this sweep expects to evaluate at this shape
+  std::uint64_t failures = 0;  // of `done`, outcomes other than ok
+  std::optional<double> best_us;  // fastest ok time so far in this sweep
+  double elapsed_s = 0;
+  std::string line;            // what just happened, as one line of text
 };
 
 /// One candidate of this sweep and what became of it.
