@@ -168,4 +168,13 @@ BENCHMARK(BM_TypedMlaHit)->UseRealTime();
 }  // namespace
 }  // namespace mlatune
 
-BENCHMARK_MAIN();
+// NVRTC's compute cache must be off before NVRTC loads (tuner/compiler.h):
+// the setup compiles the kernel with its resource report.
+int main(int argc, char** argv) {
+  mlatune::ensure_compute_cache_disabled(argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
