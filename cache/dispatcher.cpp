@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <random>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -179,16 +180,30 @@ struct Dispatcher::Impl {
       cubin.assign(record->cubin.begin(), record->cubin.end());
       ++binaries_from_store;
     } else {
-      CompileResult result = compiler.compile(compile_request(*space, choice.config, shape, device.arch));
+      CompileRequest request = compile_request(*space, choice.config, shape, device.arch);
+      CompileResult result = compiler.compile(request);
       ++compiles;
-      if (!result.ok()) throw EnvironmentError(result.failure().message);
-      if (!(result.key() == choice.binary))
+      if (!result.ok() && result.failure().message.find("compute cache") != std::string::npos) {
+        // A library caller's process starts with NVRTC's compute cache on
+        // (tuner/compiler.h), and a program compiled before comes back
+        // without the ptxas report the Compiler insists on.  A definition
+        // the template never reads makes the program new to the cache
+        // without changing the code; the cubin is stored under the key of
+        // the canonical request, which names the same code.
+        request.extra_options.push_back(fmt::format("-DMLATUNE_DISPATCH_UNCACHED={}", std::random_device{}()));
+        result = compiler.compile(request);
+        ++compiles;
+      } else if (result.ok() && !(result.key() == choice.binary)) {
         throw EnvironmentError(fmt::format("compiled binary key {} differs from the expected {} for {}",
                                            result.key().hash, choice.binary.hash, choice.config_text));
+      }
+      if (!result.ok()) throw EnvironmentError(result.failure().message);
       cubin = result.binary().cubin;
       if (!store.read_only()) {
         try {
-          store.put_binary(index->binary_record(result.binary()));
+          CompiledBinary canonical = result.binary();
+          canonical.key = choice.binary;
+          store.put_binary(index->binary_record(canonical));
           ++binaries_stored;
         } catch (const Error& e) {  // a busy or full database must not fail the launch
           if (log) std::fprintf(stderr, "mlatune dispatch: binary not stored: %s\n", e.what());
