@@ -9,16 +9,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/dispatcher.h"
+#include "cache/mla.h"
 #include "cache/mla_c_api.h"
 #include "cache/store.h"
 #include "tuner/cuda.h"
@@ -194,6 +198,54 @@ TEST_F(GpuDispatchTest, RandomShapesThroughTheCApiMatchTheFloat64Reference) {
   // Untuned shapes were counted for `mlatune tune --misses`.
   Store store = Store::open(tuned, StoreMode::read_only);
   EXPECT_GE(store.misses().size(), 1u);
+}
+
+TEST_F(GpuDispatchTest, ManyThreadsDispatchAtOnce) {
+  const fs::path db = dir_ / "threads.db";
+  const std::vector<Dims> dims = {{2, 32, 4, 16, 24}, {1, 1, 8, 24, 22}, {1, 1500, 8, 32, 64}, {3, 100, 4, 48, 50}};
+  std::mt19937_64 rng(3);
+  if (std::optional<Config> c = space_->sample(shape(dims[0]), rng)) tune(db, shape(dims[0]), *c);
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file);
+  const MlaAttention mla(*dispatcher);
+  std::vector<std::unique_ptr<Workload>> workloads;
+  std::set<std::string> binaries;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    WorkloadOptions options;
+    options.seed = 100 + i;
+    options.validation_sets = 1;
+    workloads.push_back(std::make_unique<Workload>(*space_, shape(dims[i]), options));
+    workloads.back()->poison_outputs();
+    workloads.back()->stream().synchronize();
+    binaries.insert(dispatcher->describe(shape(dims[i])).choice.binary.hash);
+  }
+  // Every thread starts on a different shape, so first uses race each other.
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 50; ++k) {
+        std::size_t i = static_cast<std::size_t>(t + k) % dims.size();
+        const Dims& d = dims[i];
+        void** args = workloads[i]->arguments(0);
+        auto ptr = [&](int a) { return *static_cast<float**>(args[a]); };
+        try {
+          mla(ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), d.B, d.T, d.H, d.D, d.R, workloads[i]->stream().get());
+        } catch (const Error&) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    ValidationStats stats = workloads[i]->compare(0);
+    EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << space_->shape_string(shape(dims[i]));
+  }
+  DispatcherStats stats = dispatcher->stats();
+  EXPECT_EQ(stats.shapes, dims.size());
+  EXPECT_EQ(stats.compiles, binaries.size()) << "each binary compiled once despite the races";
+  EXPECT_EQ(stats.binaries_loaded, binaries.size());
 }
 
 // The child half of FirstUseOfAStoredShapeInANewProcess: runs only when the
