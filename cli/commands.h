@@ -15,6 +15,7 @@ namespace mlatune::cli {
 void add_space_commands(CLI::App& app);  // mlatune space ...  (cli/space_commands.cpp)
 void add_tune_commands(CLI::App& app);   // mlatune tune ...   (cli/tune_commands.cpp)
 void add_cache_commands(CLI::App& app);  // mlatune cache ...  (cli/cache_commands.cpp)
+void add_run_commands(CLI::App& app);    // mlatune run ...    (cli/run_commands.cpp)
 
 /// The database path: --db if given, else $MLATUNE_DB, else ./mlatune.db.
 std::filesystem::path database_path(const std::string& db_option);

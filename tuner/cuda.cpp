@@ -339,13 +339,18 @@ int LoadedKernel::set_max_dynamic_shared(std::int64_t bytes) const {
 
 int LoadedKernel::launch(const std::int64_t grid[3], const std::int64_t block[3],
                          std::int64_t shared_bytes, void** arguments, const Stream& stream) const {
+  return launch(grid, block, shared_bytes, arguments, stream.get());
+}
+
+int LoadedKernel::launch(const std::int64_t grid[3], const std::int64_t block[3],
+                         std::int64_t shared_bytes, void** arguments, void* stream) const {
   dim3 g(static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
          static_cast<unsigned>(grid[2]));
   dim3 b(static_cast<unsigned>(block[0]), static_cast<unsigned>(block[1]),
          static_cast<unsigned>(block[2]));
   return cudaLaunchKernel(static_cast<const void*>(kernel_), g, b, arguments,
                           static_cast<std::size_t>(shared_bytes),
-                          static_cast<cudaStream_t>(stream.get()));
+                          static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace mlatune

@@ -179,6 +179,10 @@ class LoadedKernel {
   /// (a refused launch is a value, not an exception).
   int launch(const std::int64_t grid[3], const std::int64_t block[3], std::int64_t shared_bytes,
              void** arguments, const Stream& stream) const;
+  /// Same, on a stream the caller owns (a cudaStream_t as an opaque pointer;
+  /// null is the legacy default stream).
+  int launch(const std::int64_t grid[3], const std::int64_t block[3], std::int64_t shared_bytes,
+             void** arguments, void* stream) const;
 
  private:
   void release() noexcept;

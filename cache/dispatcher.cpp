@@ -1,0 +1,350 @@
+#include "cache/dispatcher.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "cache/store.h"
+#include "tuner/compiler.h"
+#include "tuner/cuda.h"
+
+namespace mlatune {
+namespace {
+
+struct ShapeHash {
+  std::size_t operator()(const Shape& shape) const noexcept {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the values
+    for (std::int64_t v : shape.values) {
+      h ^= static_cast<std::uint64_t>(v);
+      h *= 1099511628211ull;
+    }
+    return static_cast<std::size_t>(h);
+  }
+};
+
+/// A loaded cubin, shared by every shape whose choice names its key.
+struct KernelSlot {
+  LoadedKernel kernel;
+  std::int64_t dynamic_shared_allowed = 48 * 1024;  // what launches may use without opting in
+};
+
+/// Everything a launch at one shape needs, computed on its first launch.
+struct Prepared {
+  Choice choice;
+  const KernelSlot* slot = nullptr;  // null when `error` is set
+  std::int64_t grid[3] = {1, 1, 1};
+  std::int64_t block[3] = {1, 1, 1};
+  std::int64_t shared_bytes = 0;
+  /// Per kernel argument: the index among the caller's buffers, or -1 for a
+  /// scalar whose value lives in scalars[i].
+  std::vector<int> buffer_index;
+  std::vector<std::uint64_t> scalars;  // 8 aligned bytes per argument
+  std::size_t buffer_count = 0;
+  std::string error;
+  bool input_error = false;  // no config can run the shape (the caller's input)
+};
+
+constexpr std::size_t max_stack_arguments = 32;
+
+bool logging_enabled() {
+  const char* value = std::getenv("MLATUNE_DISPATCH_LOG");
+  return value && *value && std::strcmp(value, "0") != 0;
+}
+
+}  // namespace
+
+struct Dispatcher::Impl {
+  DispatcherOptions options;
+  DeviceProperties properties;
+  DeviceInfo device;
+  std::unique_ptr<SearchSpace> space;
+  std::unique_ptr<DispatchIndex> index;
+  bool log = false;
+
+  std::mutex slow_mutex;  // serializes preparation: the store, compiler and context setup
+  Store store;
+  Compiler compiler;
+  std::map<BinaryKey, std::unique_ptr<KernelSlot>> kernels;  // under slow_mutex
+  std::optional<std::int64_t> kernel_id, device_id;           // under slow_mutex
+
+  mutable std::shared_mutex map_mutex;
+  std::unordered_map<Shape, std::unique_ptr<Prepared>, ShapeHash> prepared;
+
+  std::atomic<std::uint64_t> shapes{0}, binaries_loaded{0}, binaries_from_store{0}, compiles{0},
+      binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0};
+
+  Impl(Store s) : store(std::move(s)) {}
+
+  const Prepared* find(const Shape& shape) const {
+    std::shared_lock lock(map_mutex);
+    auto it = prepared.find(shape);
+    return it == prepared.end() ? nullptr : it->second.get();
+  }
+
+  const Prepared& get(const Shape& shape) {
+    if (const Prepared* p = find(shape)) return *p;
+    std::lock_guard slow(slow_mutex);
+    if (const Prepared* p = find(shape)) return *p;  // another thread prepared it meanwhile
+    auto made = std::make_unique<Prepared>();
+    prepare(shape, *made);
+    const Prepared* result = made.get();
+    {
+      std::unique_lock lock(map_mutex);
+      prepared.emplace(shape, std::move(made));
+    }
+    ++shapes;
+    if (log)
+      std::fprintf(stderr, "mlatune dispatch: %s %s: %s\n", space->kernel_name().c_str(),
+                   space->shape_string(shape).c_str(),
+                   result->error.empty() ? (result->choice.config_text + " (" + result->choice.explanation + ")").c_str()
+                                         : result->error.c_str());
+    return *result;
+  }
+
+  void prepare(const Shape& shape, Prepared& p) {
+    p.choice = index->choose(shape);
+    if (p.choice.reason != ChoiceReason::hit) record_miss(shape);
+    if (!p.choice.ok()) {
+      p.error = p.choice.explanation;
+      p.input_error = true;
+      return;
+    }
+    LaunchGeometry geometry = space->geometry(p.choice.config, shape);
+    if (!geometry.valid()) {  // the index checked this; kept for a clear message regardless
+      p.error = fmt::format("{} at {}: {}", p.choice.config_text, space->shape_string(shape),
+                            geometry.invalid_reason);
+      p.input_error = true;
+      return;
+    }
+    for (int i = 0; i < 3; ++i) {
+      p.grid[i] = geometry.grid[i];
+      p.block[i] = geometry.block[i];
+    }
+    p.shared_bytes = geometry.shared_bytes;
+    if (geometry.shared_bytes > properties.shared_per_block_optin) {
+      p.error = fmt::format("{} at {} needs {} bytes of shared memory; {} allows {}", p.choice.config_text,
+                            space->shape_string(shape), geometry.shared_bytes, properties.name,
+                            properties.shared_per_block_optin);
+      return;
+    }
+
+    for (const Argument& argument : space->arguments()) {
+      std::uint64_t slot = 0;
+      if (argument.role == ArgumentRole::scalar) {
+        double value = space->evaluate(*argument.value, &p.choice.config, shape);
+        switch (argument.type) {
+          case ElementType::float32: { float v = static_cast<float>(value); std::memcpy(&slot, &v, sizeof v); break; }
+          case ElementType::float64: { std::memcpy(&slot, &value, sizeof value); break; }
+          case ElementType::int32: { auto v = static_cast<std::int32_t>(value); std::memcpy(&slot, &v, sizeof v); break; }
+          case ElementType::int64: { auto v = static_cast<std::int64_t>(value); std::memcpy(&slot, &v, sizeof v); break; }
+        }
+        p.buffer_index.push_back(-1);
+      } else {
+        p.buffer_index.push_back(static_cast<int>(p.buffer_count++));
+      }
+      p.scalars.push_back(slot);
+    }
+
+    try {
+      KernelSlot& slot = kernel_for(p.choice, shape);
+      if (p.shared_bytes > slot.dynamic_shared_allowed) {
+        int code = slot.kernel.set_max_dynamic_shared(p.shared_bytes);
+        if (code != 0) {
+          cuda_take_last_error();
+          p.error = fmt::format("cudaFuncSetAttribute(MaxDynamicSharedMemorySize = {}) for {}: {} ({})",
+                                p.shared_bytes, p.choice.config_text, cuda_error_name(code),
+                                cuda_error_string(code));
+          return;
+        }
+        slot.dynamic_shared_allowed = p.shared_bytes;
+      }
+      p.slot = &slot;
+    } catch (const Error& e) {
+      p.error = e.what();
+    }
+  }
+
+  KernelSlot& kernel_for(const Choice& choice, const Shape& shape) {
+    if (auto it = kernels.find(choice.binary); it != kernels.end()) return *it->second;
+    std::string cubin;
+    if (std::optional<BinaryRecord> record = index->stored_binary(store, choice)) {
+      cubin.assign(record->cubin.begin(), record->cubin.end());
+      ++binaries_from_store;
+    } else {
+      CompileRequest request = compile_request(*space, choice.config, shape, device.arch);
+      CompileResult result = compiler.compile(request);
+      ++compiles;
+      if (!result.ok() && result.failure().message.find("compute cache") != std::string::npos) {
+        // A library caller's process starts with NVRTC's compute cache on
+        // (tuner/compiler.h), and a program compiled before comes back
+        // without the ptxas report the Compiler insists on.  A definition
+        // the template never reads makes the program new to the cache
+        // without changing the code; the cubin is stored under the key of
+        // the canonical request, which names the same code.
+        request.extra_options.push_back(fmt::format("-DMLATUNE_DISPATCH_UNCACHED={}", std::random_device{}()));
+        result = compiler.compile(request);
+        ++compiles;
+      } else if (result.ok() && !(result.key() == choice.binary)) {
+        throw EnvironmentError(fmt::format("compiled binary key {} differs from the expected {} for {}",
+                                           result.key().hash, choice.binary.hash, choice.config_text));
+      }
+      if (!result.ok()) throw EnvironmentError(result.failure().message);
+      cubin = result.binary().cubin;
+      if (!store.read_only()) {
+        try {
+          CompiledBinary canonical = result.binary();
+          canonical.key = choice.binary;
+          store.put_binary(index->binary_record(canonical));
+          ++binaries_stored;
+        } catch (const Error& e) {  // a busy or full database must not fail the launch
+          if (log) std::fprintf(stderr, "mlatune dispatch: binary not stored: %s\n", e.what());
+        }
+      }
+    }
+    auto slot = std::make_unique<KernelSlot>();
+    slot->kernel = LoadedKernel(cubin, space->kernel().entry);
+    ++binaries_loaded;
+    KernelSlot& result = *slot;
+    kernels.emplace(choice.binary, std::move(slot));
+    return result;
+  }
+
+  void record_miss(const Shape& shape) {
+    if (!options.record_misses) return;
+    try {
+      if (!store.read_only()) {
+        if (!kernel_id)
+          kernel_id = store.ensure_kernel(
+              KernelInfo{space->kernel_name(), space->template_hash(), space->definition_hash()});
+        if (!device_id) device_id = store.ensure_device(device);
+      } else {
+        ++misses_unrecorded;
+        return;
+      }
+      if (store.record_miss(*kernel_id, *device_id, space->shape_string(shape)))
+        ++misses_recorded;
+      else
+        ++misses_unrecorded;
+    } catch (const Error& e) {  // counting a miss must never fail a launch
+      ++misses_unrecorded;
+      if (log) std::fprintf(stderr, "mlatune dispatch: miss not recorded: %s\n", e.what());
+    }
+  }
+
+  [[noreturn]] static void fail(const Prepared& p) {
+    if (p.input_error) throw InputError(p.error);
+    throw EnvironmentError(p.error);
+  }
+
+  static void check_launch(int code) {
+    if (code != 0) {
+      cuda_take_last_error();
+      throw CudaError(code, "cudaLaunchKernel (dispatch)", __FILE__, __LINE__);
+    }
+  }
+};
+
+Dispatcher::Dispatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Dispatcher::~Dispatcher() = default;
+
+std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& database,
+                                             const std::filesystem::path& space_file,
+                                             DispatcherOptions options) {
+  GpuProbe probe = probe_gpu(options.device);
+  if (!probe.usable) throw EnvironmentError("no GPU: " + probe.reason);
+  auto space = std::make_unique<SearchSpace>(SearchSpace::load(space_file));
+  std::error_code ec;
+  if (!std::filesystem::exists(database, ec))
+    throw InputError(fmt::format("no database at {} (run `mlatune tune` first)", database.string()));
+
+  std::optional<Store> store;
+  if (!options.read_only) {
+    try {
+      store.emplace(Store::open(database, StoreMode::read_write));
+    } catch (const EnvironmentError&) {
+      store.reset();  // e.g. a read-only file system: lookups still work
+    }
+  }
+  if (!store) store.emplace(Store::open(database, StoreMode::read_only));
+
+  auto impl = std::make_unique<Impl>(std::move(*store));
+  impl->options = options;
+  impl->properties = probe.device;
+  impl->device = probe.device.info();
+  impl->space = std::move(space);
+  impl->log = logging_enabled();
+  impl->index = std::make_unique<DispatchIndex>(
+      DispatchIndex::build(impl->store, *impl->space, DispatchTarget{impl->device, ToolchainInfo::current()}));
+  return std::unique_ptr<Dispatcher>(new Dispatcher(std::move(impl)));
+}
+
+void Dispatcher::launch(const Shape& shape, void** arguments, void* stream) {
+  const Prepared& p = impl_->get(shape);
+  if (!p.slot) Impl::fail(p);
+  Impl::check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, arguments, stream));
+}
+
+void Dispatcher::launch_buffers(const Shape& shape, void* const* buffers, std::size_t buffer_count,
+                                void* stream) {
+  const Prepared& p = impl_->get(shape);
+  if (!p.slot) Impl::fail(p);
+  if (buffer_count != p.buffer_count)
+    throw InputError(fmt::format("{} takes {} buffers; {} given", impl_->space->kernel_name(),
+                                 p.buffer_count, buffer_count));
+  const std::size_t n = p.buffer_index.size();
+  void* stack[max_stack_arguments];
+  std::vector<void*> heap;
+  void** arguments = stack;
+  if (n > max_stack_arguments) {
+    heap.resize(n);
+    arguments = heap.data();
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    int b = p.buffer_index[i];
+    // cudaLaunchKernel only reads through these pointers.
+    arguments[i] = b >= 0 ? static_cast<void*>(const_cast<void**>(&buffers[b]))
+                          : static_cast<void*>(const_cast<std::uint64_t*>(&p.scalars[i]));
+  }
+  Impl::check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, arguments, stream));
+}
+
+DispatchDescription Dispatcher::describe(const Shape& shape) const {
+  DispatchDescription d;
+  if (const Prepared* p = impl_->find(shape))
+    d.choice = p->choice;
+  else
+    d.choice = impl_->index->choose(shape);
+  d.shape_text = impl_->space->shape_string(shape);
+  d.text = fmt::format("{} {}: {} {} ({})", impl_->space->kernel_name(), d.shape_text,
+                       to_string(d.choice.reason), d.choice.ok() ? d.choice.config_text : "-",
+                       d.choice.explanation);
+  return d;
+}
+
+const SearchSpace& Dispatcher::space() const { return *impl_->space; }
+const DispatchIndex& Dispatcher::index() const { return *impl_->index; }
+const DeviceInfo& Dispatcher::device() const { return impl_->device; }
+bool Dispatcher::store_writable() const { return !impl_->store.read_only(); }
+
+DispatcherStats Dispatcher::stats() const {
+  DispatcherStats s;
+  s.shapes = impl_->shapes;
+  s.binaries_loaded = impl_->binaries_loaded;
+  s.binaries_from_store = impl_->binaries_from_store;
+  s.compiles = impl_->compiles;
+  s.binaries_stored = impl_->binaries_stored;
+  s.misses_recorded = impl_->misses_recorded;
+  s.misses_unrecorded = impl_->misses_unrecorded;
+  return s;
+}
+
+}  // namespace mlatune

@@ -1,0 +1,94 @@
+// The runtime dispatcher: launches a kernel family at any shape with the
+// caller's device pointers on the caller's stream, using the config the
+// store's sweeps found best (or the best guess for an untuned shape: see
+// cache/dispatch_index.h).
+//
+// Per shape, the first launch chooses the config, loads its cubin from the
+// store (compiling it once with NVRTC only when no sweep stored it, and
+// storing it when the database is writable), evaluates the launch geometry
+// and scalar arguments, and records a miss for an untuned shape (once per
+// shape and process) so that `mlatune tune --misses` tunes it.  Every later
+// launch of that shape is one shared-lock hash lookup and cudaLaunchKernel.
+// Tuning never happens here.
+//
+// Thread safety: every member function may be called from many threads at
+// once.  CUDA headers stay out of this header (streams are opaque pointers).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/dispatch_index.h"
+#include "tuner/space.h"
+
+namespace mlatune {
+
+struct DispatcherOptions {
+  int device = 0;            // CUDA device ordinal the launches run on
+  bool record_misses = true; // count untuned shapes in the store (when writable)
+  /// Read-only never writes (no misses, no compiled binaries stored); the
+  /// default opens read-write and falls back to read-only when it cannot.
+  bool read_only = false;
+};
+
+/// Counters since open (for tests and logs).
+struct DispatcherStats {
+  std::uint64_t shapes = 0;            // distinct shapes prepared
+  std::uint64_t binaries_loaded = 0;   // cubins loaded into the context
+  std::uint64_t binaries_from_store = 0;
+  std::uint64_t compiles = 0;          // NVRTC compilations (absent binaries)
+  std::uint64_t binaries_stored = 0;
+  std::uint64_t misses_recorded = 0;
+  std::uint64_t misses_unrecorded = 0; // untuned shapes a read-only store could not count
+};
+
+/// What describe() reports for one shape.
+struct DispatchDescription {
+  Choice choice;
+  std::string shape_text;
+  std::string text;  // one line for logs: shape, reason, config, where from
+};
+
+class Dispatcher {
+ public:
+  /// Probes the GPU (EnvironmentError "no GPU: ..." without one), loads the
+  /// space (InputError when malformed), opens the database and builds the
+  /// index.  A database that does not exist is an InputError.
+  static std::unique_ptr<Dispatcher> open(const std::filesystem::path& database,
+                                          const std::filesystem::path& space_file,
+                                          DispatcherOptions options = {});
+  ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  /// Launches at `shape` with the complete argument list (`arguments[i]`
+  /// points to the value of the space's i-th argument, as cudaLaunchKernel
+  /// takes them) on `stream` (a cudaStream_t; null = default stream).
+  /// Throws InputError when no config can run the shape, EnvironmentError
+  /// when its binary cannot be compiled or loaded, CudaError when the launch
+  /// call fails.  Asynchronous like any launch.
+  void launch(const Shape& shape, void** arguments, void* stream);
+  /// Same, with only the buffer arguments (device pointers, in the order the
+  /// space lists its buffers); scalar arguments are evaluated from the shape
+  /// once and supplied by the dispatcher.
+  void launch_buffers(const Shape& shape, void* const* buffers, std::size_t buffer_count, void* stream);
+
+  /// The choice for `shape` (from the index; no GPU work, no miss recorded).
+  DispatchDescription describe(const Shape& shape) const;
+
+  const SearchSpace& space() const;
+  const DispatchIndex& index() const;
+  const DeviceInfo& device() const;
+  bool store_writable() const;
+  DispatcherStats stats() const;
+
+  struct Impl;
+
+ private:
+  explicit Dispatcher(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mlatune

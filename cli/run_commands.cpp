@@ -1,0 +1,166 @@
+// mlatune run: dispatch a kernel family once at one shape, the way a library
+// caller would (cache/dispatcher.h), on random inputs; print the config the
+// dispatcher chose and why, and with --check compare with the float64
+// reference.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cache/dispatch_index.h"
+#include "cache/dispatcher.h"
+#include "cache/store.h"
+#include "cli/commands.h"
+#include "tuner/cuda.h"
+#include "tuner/error.h"
+#include "tuner/space.h"
+#include "tuner/workload.h"
+
+namespace mlatune::cli {
+namespace {
+
+struct RunOptions {
+  std::string space_file;
+  std::string shape;
+  std::string db;
+  bool check = false;
+  bool json = false;
+  std::optional<std::uint64_t> seed;
+};
+
+nlohmann::json choice_json(const SearchSpace& space, const Choice& choice) {
+  nlohmann::json j;
+  j["reason"] = std::string(to_string(choice.reason));
+  j["config"] = choice.ok() ? nlohmann::json(choice.config_text) : nlohmann::json(nullptr);
+  j["explanation"] = choice.explanation;
+  j["source_shape"] = choice.source_shape ? nlohmann::json(space.shape_string(*choice.source_shape))
+                                          : nlohmann::json(nullptr);
+  j["source_device"] = choice.source_device.empty() ? nlohmann::json(nullptr) : nlohmann::json(choice.source_device);
+  if (choice.source_shape) j["tuned_median_us"] = choice.tuned_median_us;
+  if (choice.ok()) j["binary_key"] = choice.binary.hash;
+  return j;
+}
+
+void print_choice(const SearchSpace& space, const std::string& shape_text, const Choice& choice) {
+  fmt::print("kernel:  {}\nshape:   {}\nchoice:  {}\nconfig:  {}\nwhy:     {}\n", space.kernel_name(),
+             shape_text, to_string(choice.reason), choice.ok() ? choice.config_text : "-", choice.explanation);
+}
+
+void run(const RunOptions& options) {
+  SearchSpace space = SearchSpace::load(options.space_file);
+  const Shape shape = space.parse_shape(options.shape);
+  const std::string shape_text = space.shape_string(shape);
+  const std::filesystem::path database = database_path(options.db);
+  std::error_code ec;
+  const bool have_database = std::filesystem::exists(database, ec);
+  nlohmann::json report;
+  report["kernel"] = space.kernel_name();
+  report["shape"] = shape_text;
+  report["database"] = database.string();
+
+  if (!have_database)
+    throw InputError(fmt::format("no database at {} (give --db, set MLATUNE_DB or run `mlatune tune` first)",
+                                 database.string()));
+
+  GpuProbe probe = probe_gpu();
+  if (!probe.usable) {
+    // The choice needs no GPU: show it as a device-less process would see it
+    // (every tuned entry is then another device's, used as guidance).
+    DeviceInfo no_device;
+    no_device.arch = "sm_90";
+    Store store = Store::open(database, StoreMode::read_only);
+    Choice choice =
+        DispatchIndex::build(store, space, DispatchTarget{no_device, ToolchainInfo::current()}).choose(shape);
+    report["choice"] = choice_json(space, choice);
+    report["gpu"] = nullptr;
+    if (options.json)
+      fmt::print("{}\n", report.dump(2));
+    else
+      print_choice(space, shape_text, choice);
+    throw EnvironmentError("no GPU: " + probe.reason + "; the choice above was not launched");
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(database, options.space_file);
+  auto t1 = std::chrono::steady_clock::now();
+  DispatchDescription description = dispatcher->describe(shape);
+  report["choice"] = choice_json(space, description.choice);
+  report["gpu"] = probe.device.name;
+
+  WorkloadOptions workload_options;
+  workload_options.seed = options.seed ? *options.seed : std::random_device{}();
+  workload_options.cache = CacheMode::hot;
+  workload_options.validation_sets = 1;
+  Workload workload(dispatcher->space(), shape, workload_options);
+  report["seed"] = workload.seed();
+  if (options.check) workload.poison_outputs();
+
+  auto t2 = std::chrono::steady_clock::now();
+  dispatcher->launch(shape, workload.arguments(0), workload.stream().get());
+  auto t3 = std::chrono::steady_clock::now();
+  workload.stream().synchronize();
+  auto t4 = std::chrono::steady_clock::now();
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  DispatcherStats stats = dispatcher->stats();
+  report["open_ms"] = ms(t0, t1);
+  report["first_launch_host_ms"] = ms(t2, t3);
+  report["first_launch_complete_ms"] = ms(t2, t4);
+  report["binary"] = stats.compiles ? "compiled now" : "loaded from the database";
+  report["binary_stored"] = stats.binaries_stored > 0;
+  report["miss_recorded"] = stats.misses_recorded > 0;
+
+  std::optional<ValidationStats> validation;
+  std::optional<std::string> failure;
+  if (options.check) {
+    validation = workload.compare(0);
+    failure = tolerance_failure(*validation, workload.tolerance());
+    report["check"] = {{"relative_l2", validation->relative_l2},
+                       {"max_abs", validation->max_abs},
+                       {"nonfinite", validation->nonfinite},
+                       {"elements", validation->elements},
+                       {"passed", !failure.has_value()},
+                       {"tolerance_relative_l2", workload.tolerance().relative_l2}};
+    if (failure) report["check"]["failure"] = *failure;
+  }
+
+  if (options.json) {
+    fmt::print("{}\n", report.dump(2));
+  } else {
+    print_choice(space, shape_text, description.choice);
+    fmt::print("device:  {}\nbinary:  {}{}\n", probe.device.name, report["binary"].get<std::string>(),
+               stats.binaries_stored ? " (stored in the database)" : "");
+    fmt::print("timing:  open {:.1f} ms, first launch {:.3f} ms host, {:.3f} ms to completion\n", ms(t0, t1),
+               ms(t2, t3), ms(t2, t4));
+    if (description.choice.reason != ChoiceReason::hit)
+      fmt::print("miss:    {}\n", stats.misses_recorded ? "recorded (mlatune tune --misses will tune this shape)"
+                                                        : "not recorded (read-only database)");
+    if (validation)
+      fmt::print("check:   {} (relative L2 {:.3g}, max abs {:.3g}, {} elements, seed {})\n",
+                 failure ? "FAILED: " + *failure : std::string("passed"), validation->relative_l2,
+                 validation->max_abs, validation->elements, workload.seed());
+  }
+  if (failure) throw EnvironmentError("check failed at " + shape_text + ": " + *failure);
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* run_command = app.add_subcommand(
+      "run", "Dispatch a kernel once at a shape as the runtime library would; print the chosen config and why");
+  run_command->add_option("space", options->space_file, "search-space YAML file")->required();
+  run_command->add_option("--shape", options->shape, "the shape, e.g. B=2,T=32,H=4,D=16,R=24")->required();
+  run_command->add_option("--db", options->db, "database (default: $MLATUNE_DB, else ./mlatune.db)");
+  run_command->add_flag("--check", options->check, "validate the output against the float64 reference");
+  run_command->add_flag("--json", options->json, "print the report as JSON");
+  run_command->add_option("--seed", options->seed, "seed for the random inputs (default: fresh)");
+  run_command->callback([options] { run(*options); });
+}
+
+}  // namespace mlatune::cli

@@ -1,0 +1,291 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "cache/dispatch_index.h"
+#include "cache/store.h"
+#include "tuner/compiler.h"
+#include "tuner/space.h"
+
+namespace mlatune {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path spaces_dir = fs::path(MLATUNE_TEST_DATA_DIR) / "spaces";
+const DeviceInfo h200{"NVIDIA H200", "sm_90", 132, 150'000'000'000, "13.0", 52'428'800, 232'448};
+const DeviceInfo a100{"NVIDIA A100", "sm_80", 108, 80'000'000'000, "13.0", 41'943'040, 166'912};
+
+// Configs of tests/spaces/small.yaml (ALGORITHM, THREADS, ITEMS, VECTOR).
+const char* const vector_config = "ALGORITHM=tiled,THREADS=64,ITEMS=4,VECTOR=true";
+const char* const plain_config = "ALGORITHM=unrolled,THREADS=256,ITEMS=2,VECTOR=false";
+const char* const other_config = "ALGORITHM=plain,THREADS=32,ITEMS=8,VECTOR=false";
+
+class DispatchIndexTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("mlatune_dispatch_index_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    db_ = dir_ / "test.db";
+    space_ = std::make_unique<SearchSpace>(SearchSpace::load(spaces_dir / "small.yaml"));
+    toolchain_ = ToolchainInfo::current();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  KernelInfo current_kernel() const {
+    return {space_->kernel_name(), space_->template_hash(), space_->definition_hash()};
+  }
+
+  // Records `config` as the (only, hence best) measurement at `shape`.
+  void tune(const std::string& shape, const std::string& config, double median_us,
+            const DeviceInfo& device = h200, std::optional<KernelInfo> kernel = std::nullopt,
+            std::optional<ToolchainInfo> toolchain = std::nullopt) {
+    Store store = Store::open(db_);
+    std::int64_t kernel_id = store.ensure_kernel(kernel ? *kernel : current_kernel());
+    std::int64_t device_id = store.ensure_device(device);
+    std::int64_t toolchain_id = store.ensure_toolchain(toolchain ? *toolchain : toolchain_);
+    std::int64_t run = store.begin_run(
+        RunInfo{kernel_id, device_id, toolchain_id, "small.yaml", space_->text(), "brute_force", "{}"});
+    Measurement m;
+    m.run_id = run;
+    m.shape = space_->shape_string(space_->parse_shape(shape));
+    m.config = space_->config_string(space_->parse_config(config));
+    m.outcome = Outcome::ok;
+    m.timing = Timing{median_us, median_us, median_us, 10, 0.0, "test"};
+    m.error = ErrorFigures{1e-8, 1e-7};
+    store.record(m);
+    store.finish_run(run, RunStatus::finished);
+  }
+
+  DispatchIndex index(const DeviceInfo& device = h200) {
+    if (!fs::exists(db_)) Store::open(db_);  // an empty database
+    Store store = Store::open(db_, StoreMode::read_only);
+    return DispatchIndex::build(store, *space_, DispatchTarget{device, toolchain_});
+  }
+
+  BinaryKey key_for(const std::string& config, const std::string& shape, const std::string& arch) const {
+    return Compiler().key(
+        compile_request(*space_, space_->parse_config(config), space_->parse_shape(shape), arch));
+  }
+
+  fs::path dir_;
+  fs::path db_;
+  std::unique_ptr<SearchSpace> space_;
+  ToolchainInfo toolchain_;
+};
+
+TEST_F(DispatchIndexTest, ExactShapeOnThisDeviceIsAHit) {
+  tune("N=1000,M=16", vector_config, 3.5);
+  tune("N=64,M=3", plain_config, 1.0);
+  DispatchIndex idx = index();
+  EXPECT_EQ(idx.entries(), 2u);
+  Choice choice = idx.choose(space_->parse_shape("N=1000,M=16"));
+  EXPECT_EQ(choice.reason, ChoiceReason::hit);
+  EXPECT_EQ(choice.config, space_->parse_config(vector_config));
+  EXPECT_EQ(choice.config_text, space_->config_string(space_->parse_config(vector_config)));
+  ASSERT_TRUE(choice.source_shape);
+  EXPECT_EQ(*choice.source_shape, space_->parse_shape("N=1000,M=16"));
+  EXPECT_EQ(choice.source_device, "NVIDIA H200");
+  EXPECT_DOUBLE_EQ(choice.tuned_median_us, 3.5);
+  EXPECT_EQ(choice.binary, key_for(vector_config, "N=1000,M=16", "sm_90"));
+  EXPECT_NE(choice.explanation.find("hit"), std::string::npos) << choice.explanation;
+}
+
+TEST_F(DispatchIndexTest, NearestTunedShapeWhoseConfigIsValidHere) {
+  tune("N=1000,M=16", vector_config, 3.5);  // VECTOR needs M % 4 == 0
+  tune("N=64,M=3", plain_config, 1.0);
+  DispatchIndex idx = index();
+
+  // Closest to N=900,M=16 is N=1000,M=16, and its config is valid there.
+  Choice close = idx.choose(space_->parse_shape("N=900,M=16"));
+  EXPECT_EQ(close.reason, ChoiceReason::nearest);
+  EXPECT_EQ(close.config, space_->parse_config(vector_config));
+  ASSERT_TRUE(close.source_shape);
+  EXPECT_EQ(*close.source_shape, space_->parse_shape("N=1000,M=16"));
+  EXPECT_EQ(close.binary, key_for(vector_config, "N=900,M=16", "sm_90"));
+
+  // N=1000,M=15 is closest to N=1000,M=16 too, but M % 4 != 0 rules out its
+  // VECTOR config: the farther N=64,M=3 entry is taken instead.
+  Choice recheck = idx.choose(space_->parse_shape("N=1000,M=15"));
+  EXPECT_EQ(recheck.reason, ChoiceReason::nearest);
+  EXPECT_EQ(recheck.config, space_->parse_config(plain_config));
+  ASSERT_TRUE(recheck.source_shape);
+  EXPECT_EQ(*recheck.source_shape, space_->parse_shape("N=64,M=3"));
+  EXPECT_TRUE(space_->check(recheck.config, space_->parse_shape("N=1000,M=15")));
+  EXPECT_NE(recheck.explanation.find("1 closer candidate(s) rejected"), std::string::npos)
+      << recheck.explanation;
+}
+
+TEST_F(DispatchIndexTest, NoValidTunedConfigFallsBackToTheDefault) {
+  tune("N=1000,M=16", vector_config, 3.5);
+  Choice choice = index().choose(space_->parse_shape("N=1000,M=7"));
+  EXPECT_EQ(choice.reason, ChoiceReason::default_config);
+  EXPECT_EQ(choice.config, space_->default_config());
+  EXPECT_FALSE(choice.source_shape);
+  EXPECT_EQ(choice.binary, key_for(space_->config_string(space_->default_config()), "N=1000,M=7", "sm_90"));
+}
+
+TEST_F(DispatchIndexTest, EmptyStoreGivesTheDefault) {
+  DispatchIndex idx = index();
+  EXPECT_EQ(idx.entries(), 0u);
+  Choice choice = idx.choose(space_->parse_shape("N=5,M=2"));
+  EXPECT_EQ(choice.reason, ChoiceReason::default_config);
+  EXPECT_EQ(choice.config, space_->default_config());
+  EXPECT_NE(choice.explanation.find("no tuned shape"), std::string::npos) << choice.explanation;
+}
+
+TEST_F(DispatchIndexTest, InvalidDefaultGivesTheFirstValidConfig) {
+  std::string text = space_->text();
+  const std::string from = "VECTOR: false}";
+  ASSERT_NE(text.find("default: {ALGORITHM: plain"), std::string::npos);
+  text.replace(text.rfind(from), from.size(), "VECTOR: true}");
+  space_ = std::make_unique<SearchSpace>(SearchSpace::parse(text, "small_vector_default.yaml", spaces_dir));
+  const Shape shape = space_->parse_shape("N=100,M=6");
+  ASSERT_FALSE(space_->check(space_->default_config(), shape));
+  Choice choice = index().choose(shape);
+  EXPECT_EQ(choice.reason, ChoiceReason::first_valid);
+  std::optional<Config> first;
+  space_->for_each_valid(shape, [&](const Config& c) {
+    first = c;
+    return false;
+  });
+  ASSERT_TRUE(first);
+  EXPECT_EQ(choice.config, *first);
+  // Where the default is valid it is still the answer.
+  EXPECT_EQ(index().choose(space_->parse_shape("N=100,M=8")).reason, ChoiceReason::default_config);
+}
+
+TEST_F(DispatchIndexTest, ShapeNoConfigCanRunIsNone) {
+  std::string text = space_->text();
+  const std::string anchor = "constraints:\n";
+  text.insert(text.rfind(anchor) + anchor.size(), "  - N <= 100000\n");
+  space_ = std::make_unique<SearchSpace>(SearchSpace::parse(text, "small_bounded.yaml", spaces_dir));
+  Choice choice = index().choose(space_->parse_shape("N=200000,M=4"));
+  EXPECT_EQ(choice.reason, ChoiceReason::none);
+  EXPECT_FALSE(choice.ok());
+  EXPECT_NE(choice.explanation.find("N <= 100000"), std::string::npos) << choice.explanation;
+}
+
+TEST_F(DispatchIndexTest, StaleKernelVersionsAreIgnored) {
+  KernelInfo old_template = current_kernel();
+  old_template.template_hash = "0123456789abcdef0123456789abcdef";
+  KernelInfo old_definition = current_kernel();
+  old_definition.definition_hash = "fedcba9876543210fedcba9876543210";
+  tune("N=1000,M=16", vector_config, 1.0, h200, old_template);
+  tune("N=2000,M=16", plain_config, 1.0, h200, old_definition);
+  DispatchIndex idx = index();
+  EXPECT_EQ(idx.entries(), 0u);
+  EXPECT_EQ(idx.ignored(), 2u);
+  Choice choice = idx.choose(space_->parse_shape("N=1000,M=16"));
+  EXPECT_EQ(choice.reason, ChoiceReason::default_config);
+  EXPECT_EQ(choice.config, space_->default_config());
+  // Also not used as guidance for another shape.
+  EXPECT_EQ(idx.choose(space_->parse_shape("N=1500,M=16")).reason, ChoiceReason::default_config);
+}
+
+TEST_F(DispatchIndexTest, AnotherToolchainIsIgnored) {
+  tune("N=1000,M=16", vector_config, 1.0, h200, std::nullopt, ToolchainInfo{"12.4", toolchain_.mlatune_version});
+  tune("N=1000,M=8", other_config, 1.0, h200, std::nullopt, ToolchainInfo{toolchain_.nvrtc_version, "0.0.1-old"});
+  DispatchIndex idx = index();
+  EXPECT_EQ(idx.entries(), 0u);
+  EXPECT_EQ(idx.ignored(), 2u);
+  EXPECT_EQ(idx.choose(space_->parse_shape("N=1000,M=16")).reason, ChoiceReason::default_config);
+  EXPECT_EQ(idx.choose(space_->parse_shape("N=1000,M=8")).reason, ChoiceReason::default_config);
+}
+
+TEST_F(DispatchIndexTest, AnotherDevicesBestOnlyGuides) {
+  tune("N=1000,M=16", vector_config, 2.0, a100);
+  DispatchIndex idx = index();
+  Choice choice = idx.choose(space_->parse_shape("N=1000,M=16"));
+  // Same shape, other device: not a hit, but its config is used ...
+  EXPECT_EQ(choice.reason, ChoiceReason::nearest);
+  EXPECT_EQ(choice.config, space_->parse_config(vector_config));
+  EXPECT_EQ(choice.source_device, "NVIDIA A100");
+  EXPECT_NE(choice.explanation.find("another device"), std::string::npos) << choice.explanation;
+  // ... compiled for this device's architecture, never the A100's.
+  EXPECT_EQ(choice.binary, key_for(vector_config, "N=1000,M=16", "sm_90"));
+  EXPECT_NE(choice.binary, key_for(vector_config, "N=1000,M=16", "sm_80"));
+  // Re-validated like any other: VECTOR is refused where M % 4 != 0.
+  EXPECT_EQ(idx.choose(space_->parse_shape("N=1000,M=17")).reason, ChoiceReason::default_config);
+  // This device's entries come first, even at a farther shape.
+  tune("N=10,M=16", other_config, 9.0, h200);
+  Choice own = index().choose(space_->parse_shape("N=1000,M=16"));
+  EXPECT_EQ(own.reason, ChoiceReason::nearest);
+  EXPECT_EQ(own.config, space_->parse_config(other_config));
+  EXPECT_EQ(own.source_device, "NVIDIA H200");
+}
+
+TEST_F(DispatchIndexTest, ThisDevicesEntriesAreHitsOnlyForThisDevice) {
+  tune("N=1000,M=16", vector_config, 2.0, h200);
+  // Seen from the A100, the H200's entry is guidance, not a hit.
+  Choice choice = index(a100).choose(space_->parse_shape("N=1000,M=16"));
+  EXPECT_EQ(choice.reason, ChoiceReason::nearest);
+  EXPECT_EQ(choice.binary, key_for(vector_config, "N=1000,M=16", "sm_80"));
+}
+
+TEST_F(DispatchIndexTest, BinariesOfAnotherArchitectureAreNeverUsed) {
+  tune("N=1000,M=16", vector_config, 2.0, h200);
+  DispatchIndex idx = index();
+  Choice choice = idx.choose(space_->parse_shape("N=1000,M=16"));
+  ASSERT_EQ(choice.reason, ChoiceReason::hit);
+
+  BinaryRecord foreign;
+  foreign.key = key_for(vector_config, "N=1000,M=16", "sm_80").hash;
+  foreign.kernel_name = space_->kernel_name();
+  foreign.template_hash = space_->template_hash();
+  foreign.nvrtc_version = toolchain_.nvrtc_version;
+  foreign.arch = "sm_80";
+  foreign.cubin = {0x7f, 'E', 'L', 'F'};
+  {
+    Store store = Store::open(db_);
+    store.put_binary(foreign);
+    // A record under this architecture's key that claims another architecture
+    // (or NVRTC, or template) is refused too.
+    BinaryRecord mislabelled = foreign;
+    mislabelled.key = choice.binary.hash;
+    store.put_binary(mislabelled);
+  }
+  {
+    Store store = Store::open(db_, StoreMode::read_only);
+    EXPECT_FALSE(idx.stored_binary(store, choice));
+  }
+
+  // The binary of this architecture, stored under its key, is used.
+  tune("N=1000,M=8", other_config, 2.0, h200);
+  DispatchIndex idx2 = index();
+  Choice own = idx2.choose(space_->parse_shape("N=1000,M=8"));
+  ASSERT_EQ(own.reason, ChoiceReason::hit);
+  CompiledBinary compiled;
+  compiled.key = own.binary;
+  compiled.cubin = std::string("\x7f" "ELF-sm_90", 10);
+  compiled.arch = "sm_90";
+  compiled.entry = space_->kernel().entry;
+  BinaryRecord record = idx2.binary_record(compiled);
+  EXPECT_EQ(record.arch, "sm_90");
+  EXPECT_EQ(record.template_hash, space_->template_hash());
+  {
+    Store store = Store::open(db_);
+    store.put_binary(record);
+  }
+  Store store = Store::open(db_, StoreMode::read_only);
+  std::optional<BinaryRecord> found = idx2.stored_binary(store, own);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->cubin, record.cubin);
+  // The mislabelled record stays refused.
+  EXPECT_FALSE(idx.stored_binary(store, choice));
+}
+
+TEST_F(DispatchIndexTest, OtherKernelFamiliesAreNotCounted) {
+  tune("N=1000,M=16", vector_config, 2.0, h200, KernelInfo{"other", "t", "d"});
+  DispatchIndex idx = index();
+  EXPECT_EQ(idx.entries(), 0u);
+  EXPECT_EQ(idx.ignored(), 0u);
+}
+
+}  // namespace
+}  // namespace mlatune

@@ -1,0 +1,169 @@
+// `mlatune run` as a real program against a database written by the Store.
+// Without a GPU it must still print the choice, then say plainly that there
+// is no GPU (exit 1); with one it launches and exits 0.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cache/store.h"
+#include "tuner/cuda.h"
+#include "tuner/space.h"
+
+namespace mlatune {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" /
+                            "fused_mla_attention.yaml";
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+class RunCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cli_ = fs::path(MLATUNE_BINARY_DIR) / "mlatune";
+    if (!fs::exists(cli_)) GTEST_SKIP() << "the mlatune program is not built at " << cli_;
+    dir_ = fs::temp_directory_path() / ("mlatune_run_cli_test_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    db_ = dir_ / "tuned.db";
+    space_ = std::make_unique<SearchSpace>(SearchSpace::load(space_file));
+    gpu_ = probe_gpu().usable;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  Result run(const std::vector<std::string>& args) {
+    auto out_file = dir_ / "stdout";
+    auto err_file = dir_ / "stderr";
+    pid_t pid = fork();
+    if (pid == 0) {
+      int out = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, STDOUT_FILENO);
+      dup2(err, STDERR_FILENO);
+      std::string program = cli_.string();
+      std::vector<std::string> copy = args;
+      std::vector<char*> argv{program.data()};
+      for (auto& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(program.c_str(), argv.data());
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out_file);
+    r.err = slurp(err_file);
+    return r;
+  }
+
+  void tune(const Shape& shape, const Config& config, double median_us) {
+    Store store = Store::open(db_);
+    std::int64_t kernel = store.ensure_kernel(
+        KernelInfo{space_->kernel_name(), space_->template_hash(), space_->definition_hash()});
+    std::int64_t device = store.ensure_device(DeviceInfo{"NVIDIA Test GPU", "sm_90", 1, 1, "13.0"});
+    std::int64_t toolchain = store.ensure_toolchain(ToolchainInfo::current());
+    std::int64_t run_id =
+        store.begin_run(RunInfo{kernel, device, toolchain, space_file.string(), space_->text(), "test", "{}"});
+    Measurement m;
+    m.run_id = run_id;
+    m.shape = space_->shape_string(shape);
+    m.config = space_->config_string(config);
+    m.timing = Timing{median_us, median_us, median_us, 5, 0, "test"};
+    m.error = ErrorFigures{1e-8, 1e-7};
+    store.record(m);
+    store.finish_run(run_id, RunStatus::finished);
+  }
+
+  fs::path cli_, dir_, db_;
+  std::unique_ptr<SearchSpace> space_;
+  bool gpu_ = false;
+};
+
+std::size_t parameter_index(const SearchSpace& space, const std::string& name) {
+  for (std::size_t i = 0; i < space.parameters().size(); ++i)
+    if (space.parameters()[i].name == name) return i;
+  ADD_FAILURE() << "no parameter " << name;
+  return 0;
+}
+
+bool float4(const SearchSpace& space, const Config& config) {
+  std::size_t p = parameter_index(space, "FLOAT4");
+  return space.parameters()[p].numeric[config.choice[p]] != 0;
+}
+
+TEST_F(RunCliTest, PrintsTheNearestValidChoiceAndSaysWhenThereIsNoGpu) {
+  const Shape s0 = space_->parse_shape("B=2,T=32,H=4,D=16,R=24");
+  const Shape s1 = space_->parse_shape("B=4,T=256,H=8,D=32,R=64");
+  const Shape wanted = space_->parse_shape("B=2,T=32,H=4,D=16,R=22");  // R % 4 != 0
+  std::optional<Config> vector_config, scalar_config;
+  space_->for_each_valid(s0, [&](const Config& c) {
+    if (float4(*space_, c)) vector_config = c;
+    return !vector_config;
+  });
+  space_->for_each_valid(wanted, [&](const Config& c) {
+    if (c != space_->default_config() && space_->check(c, s1)) scalar_config = c;
+    return !scalar_config;
+  });
+  ASSERT_TRUE(vector_config && scalar_config);
+  tune(s0, *vector_config, 5.0);
+  tune(s1, *scalar_config, 9.0);
+
+  Result r = run({"run", space_file.string(), "--shape", "B=2,T=32,H=4,D=16,R=22", "--db", db_.string(), "--json"});
+  if (!gpu_) {
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("no GPU"), std::string::npos) << r.err;
+  } else {
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+  nlohmann::json report = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << r.out;
+  EXPECT_EQ(report["shape"], "B=2,T=32,H=4,D=16,R=22");
+  EXPECT_EQ(report["choice"]["reason"], "nearest");
+  // S0 is closer, but its FLOAT4 config cannot run R=22: S1's is used.
+  EXPECT_EQ(report["choice"]["config"], space_->config_string(*scalar_config));
+  EXPECT_EQ(report["choice"]["source_shape"], space_->shape_string(s1));
+
+  Result text = run({"run", space_file.string(), "--shape", "B=2,T=32,H=4,D=16,R=24", "--db", db_.string()});
+  EXPECT_NE(text.out.find("config:  " + space_->config_string(*vector_config)), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("why:     "), std::string::npos) << text.out;
+}
+
+TEST_F(RunCliTest, MissingDatabaseAndBadShapeAreInputErrors) {
+  Result missing = run({"run", space_file.string(), "--shape", "B=2,T=32,H=4,D=16,R=24", "--db",
+                        (dir_ / "absent.db").string()});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("no database"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(dir_ / "absent.db"));
+  Store::open(db_);
+  Result bad = run({"run", space_file.string(), "--shape", "B=2,T=32,H=4,D=16", "--db", db_.string()});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("R"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace mlatune
