@@ -181,25 +181,19 @@ struct Dispatcher::Impl {
       ++binaries_from_store;
     } else {
       CompileRequest request = compile_request(*space, choice.config, shape, device.arch);
+      // Only the code matters here, not its resource report (which NVRTC's
+      // compute cache, on in a library caller's process, may leave out).
+      request.require_resource_report = false;
       CompileResult result = compiler.compile(request);
       ++compiles;
-      if (!result.ok() && result.failure().message.find("compute cache") != std::string::npos) {
-        // A library caller's process starts with NVRTC's compute cache on
-        // (tuner/compiler.h), and a program compiled before comes back
-        // without the ptxas report the Compiler insists on.  A definition
-        // the template never reads makes the program new to the cache
-        // without changing the code; the cubin is stored under the key of
-        // the canonical request, which names the same code.
-        request.extra_options.push_back(fmt::format("-DMLATUNE_DISPATCH_UNCACHED={}", std::random_device{}()));
-        result = compiler.compile(request);
-        ++compiles;
-      } else if (result.ok() && !(result.key() == choice.binary)) {
+      if (result.ok() && !(result.key() == choice.binary))
         throw EnvironmentError(fmt::format("compiled binary key {} differs from the expected {} for {}",
                                            result.key().hash, choice.binary.hash, choice.config_text));
-      }
       if (!result.ok()) throw EnvironmentError(result.failure().message);
       cubin = result.binary().cubin;
-      if (!store.read_only()) {
+      // A binary whose report the compute cache left out is not stored: the
+      // tuner reads registers and spills from stored binaries.
+      if (!store.read_only() && result.binary().usage.registers > 0) {
         try {
           CompiledBinary canonical = result.binary();
           canonical.key = choice.binary;

@@ -245,10 +245,14 @@ CompileResult Compiler::compile(const CompileRequest& request) const {
 
   std::string log = program_log(program.get(), context);
   std::optional<ResourceUsage> usage = find_resource_usage(log, request.entry);
-  if (!usage && parse_ptxas_report(log).empty() && !compute_cache_disabled())
-    return failure(std::move(log),
-                   "NVRTC returned a binary without a ptxas report: the CUDA compute cache answered "
-                   "(start the program with CUDA_CACHE_DISABLE=1; mlatune's own programs do)");
+  if (!usage && parse_ptxas_report(log).empty() && !compute_cache_disabled()) {
+    if (request.require_resource_report)
+      return failure(std::move(log),
+                     "NVRTC returned a binary without a ptxas report: the CUDA compute cache answered "
+                     "(start the program with CUDA_CACHE_DISABLE=1; mlatune's own programs do)");
+    usage = ResourceUsage{};  // unknown: the cache answered; the code is the same
+    log += "\n(no ptxas report: the CUDA compute cache answered; resource usage unknown)";
+  }
   if (!usage) {
     std::vector<std::string> entries;
     for (const auto& [name, _] : parse_ptxas_report(log)) entries.push_back(name);

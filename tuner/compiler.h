@@ -32,6 +32,11 @@ struct CompileRequest {
   std::vector<std::string> extra_options;
   /// The config as text, for messages only (not part of the key).
   std::string config;
+  /// Whether a binary without its ptxas resource report is a failure.  The
+  /// tuner needs the report (registers, spills); a caller that only launches
+  /// (the dispatcher, inside a user's process where NVRTC's compute cache may
+  /// answer without running ptxas) does not.  Not part of the key.
+  bool require_resource_report = true;
 };
 
 /// The request that compiles `config` of `space`'s kernel at `shape` for
