@@ -5,7 +5,8 @@
 #include <limits>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+
+#include "tuner/binary_cache.h"
 
 namespace mlatune {
 
@@ -194,24 +195,8 @@ std::optional<BinaryRecord> DispatchIndex::stored_binary(Store& store, const Cho
 }
 
 BinaryRecord DispatchIndex::binary_record(const CompiledBinary& binary) const {
-  BinaryRecord record;
-  record.key = binary.key.hash;
-  record.kernel_name = space_->kernel_name();
-  record.template_hash = space_->template_hash();
+  BinaryRecord record = mlatune::binary_record(binary, space_->kernel_name(), space_->template_hash());
   record.nvrtc_version = target_.toolchain.nvrtc_version;
-  record.arch = binary.arch;
-  record.cubin.assign(binary.cubin.begin(), binary.cubin.end());
-  const ResourceUsage& u = binary.usage;
-  nlohmann::json j = {{"registers", u.registers},
-                      {"barriers", u.barriers},
-                      {"shared_bytes", u.shared_bytes},
-                      {"constant_bytes", u.constant_bytes},
-                      {"stack_frame_bytes", u.stack_frame_bytes},
-                      {"spill_store_bytes", u.spill_store_bytes},
-                      {"spill_load_bytes", u.spill_load_bytes},
-                      {"entry", binary.entry},
-                      {"options", binary.options}};
-  record.resources_json = j.dump();
   return record;
 }
 

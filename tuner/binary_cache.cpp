@@ -8,20 +8,6 @@
 namespace mlatune {
 namespace {
 
-std::string resources_to_json(const CompiledBinary& binary) {
-  const ResourceUsage& u = binary.usage;
-  nlohmann::json j = {{"registers", u.registers},
-                      {"barriers", u.barriers},
-                      {"shared_bytes", u.shared_bytes},
-                      {"constant_bytes", u.constant_bytes},
-                      {"stack_frame_bytes", u.stack_frame_bytes},
-                      {"spill_store_bytes", u.spill_store_bytes},
-                      {"spill_load_bytes", u.spill_load_bytes},
-                      {"entry", binary.entry},
-                      {"options", binary.options}};
-  return j.dump();
-}
-
 CompiledBinary binary_from_record(const BinaryRecord& record) {
   CompiledBinary binary;
   binary.key = BinaryKey{record.key};
@@ -46,6 +32,29 @@ CompiledBinary binary_from_record(const BinaryRecord& record) {
 
 }  // namespace
 
+BinaryRecord binary_record(const CompiledBinary& binary, const std::string& kernel_name,
+                           const std::string& template_hash) {
+  BinaryRecord record;
+  record.key = binary.key.hash;
+  record.kernel_name = kernel_name;
+  record.template_hash = template_hash;
+  record.nvrtc_version = nvrtc_version();
+  record.arch = binary.arch;
+  record.cubin.assign(binary.cubin.begin(), binary.cubin.end());
+  const ResourceUsage& u = binary.usage;
+  nlohmann::json j = {{"registers", u.registers},
+                      {"barriers", u.barriers},
+                      {"shared_bytes", u.shared_bytes},
+                      {"constant_bytes", u.constant_bytes},
+                      {"stack_frame_bytes", u.stack_frame_bytes},
+                      {"spill_store_bytes", u.spill_store_bytes},
+                      {"spill_load_bytes", u.spill_load_bytes},
+                      {"entry", binary.entry},
+                      {"options", binary.options}};
+  record.resources_json = j.dump();
+  return record;
+}
+
 StoreBinaryCache::StoreBinaryCache(const std::filesystem::path& database, std::string kernel_name,
                                    std::string template_hash)
     : store_(std::make_unique<Store>(Store::open(database, StoreMode::read_write))),
@@ -63,14 +72,7 @@ BinaryCacheHooks StoreBinaryCache::hooks() {
     return binary_from_record(*record);
   };
   hooks.store = [this](const CompiledBinary& binary) {
-    BinaryRecord record;
-    record.key = binary.key.hash;
-    record.kernel_name = kernel_name_;
-    record.template_hash = template_hash_;
-    record.nvrtc_version = nvrtc_version();
-    record.arch = binary.arch;
-    record.cubin.assign(binary.cubin.begin(), binary.cubin.end());
-    record.resources_json = resources_to_json(binary);
+    BinaryRecord record = binary_record(binary, kernel_name_, template_hash_);
     std::lock_guard lock(mutex_);
     store_->put_binary(record);
   };
