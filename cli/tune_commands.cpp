@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <future>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct TuneOptions {
   std::optional<std::uint64_t> seed;
   std::string cache = "cold";
   std::string strategy = "brute_force";
+  bool misses = false;
   std::string replay;
   double budget_ms = 200.0;
 };
@@ -347,7 +349,22 @@ void run_tune(const TuneOptions& options) {
   SearchSpace space = SearchSpace::load(options.space_file);
 
   std::vector<ShapeWork> work;
-  if (options.shapes.empty()) {
+  if (options.misses) {
+    // The shapes the dispatcher was asked for and had no tuned entry for.
+    if (!options.shapes.empty()) throw InputError("give either --misses or --shape, not both");
+    std::set<std::string> seen;
+    Store store = Store::open(database_path(options.db), StoreMode::read_only);
+    for (const MissRecord& miss : store.misses()) {
+      if (miss.kernel_name != space.kernel_name() || !seen.insert(miss.shape).second) continue;
+      Shape shape = space.parse_shape(miss.shape);
+      work.push_back({shape, space.shape_string(shape), {}});
+    }
+    if (work.empty()) {
+      fmt::print("no untuned shapes of {} were asked for at run time (no misses in {})\n",
+                 space.kernel_name(), database_path(options.db).string());
+      return;
+    }
+  } else if (options.shapes.empty()) {
     for (const Shape& shape : space.default_shapes())
       work.push_back({shape, space.shape_string(shape), {}});
   } else {
@@ -529,6 +546,9 @@ void add_tune_commands(CLI::App& app) {
                    "per shape: evaluate a uniform random subset of this many valid configs")
       ->check(CLI::PositiveNumber);
   tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)");
+  tune->add_flag("--misses", options->misses,
+                 "tune the shapes the runtime dispatcher was asked for but had no tuned entry for "
+                 "(recorded in the database)");
   tune->add_option("--strategy", options->strategy,
                    "search strategy: brute_force, random, annealing, model (default brute_force)");
   tune->add_option("--replay", options->replay,

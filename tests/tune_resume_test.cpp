@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -34,9 +35,10 @@ pid_t start_tune(const fs::path& db, std::vector<std::string> extra = {}) {
   pid_t pid = fork();
   if (pid == 0) {
     std::string program = (fs::path(MLATUNE_BINARY_DIR) / "mlatune").string();
-    std::vector<std::string> args = {program, "tune", space_file.string(), "--shape", shape_text,
-                                     "--db", db.string(), "-q"};
+    std::vector<std::string> args = {program, "tune", space_file.string(), "--db", db.string(), "-q"};
     if (extra.empty()) extra = {"--replay", replay_file.string()};
+    if (std::find(extra.begin(), extra.end(), "--misses") == extra.end())
+      args.insert(args.end(), {"--shape", shape_text});
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -121,6 +123,34 @@ TEST(TuneReplay, ARunOfTheDatabaseCanBeReplayed) {
   EXPECT_EQ(second_count, 400u);
   ASSERT_TRUE(best_first && best_second);
   EXPECT_LE(*best_second, 1.03 * *best_first);
+  fs::remove_all(dir);
+}
+
+// `tune --misses` tunes exactly the shapes the dispatcher recorded as
+// untuned: here one miss (S1) and a miss of another kernel family.
+TEST(TuneMisses, TunesTheShapesTheDispatcherMissed) {
+  fs::path dir = fs::temp_directory_path() / ("mlatune_misses_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path db = dir / "misses.db";
+  SearchSpace space = SearchSpace::load(space_file);
+  {
+    Store store = Store::open(db);
+    auto kernel = store.ensure_kernel({space.kernel_name(), space.template_hash(), space.definition_hash()});
+    auto other = store.ensure_kernel({"another_family", "a", "b"});
+    auto device = store.ensure_device({"NVIDIA H200", "sm_90", 132, 150'000'000'000, "13.0"});
+    ASSERT_TRUE(store.record_miss(kernel, device, shape_text));
+    ASSERT_TRUE(store.record_miss(kernel, device, shape_text));
+    ASSERT_TRUE(store.record_miss(other, device, "B=1,T=1,H=1,D=1,R=1"));
+  }
+  int status = 0;
+  waitpid(start_tune(db, {"--misses", "--replay", replay_file.string()}), &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  Store store = Store::open(db, StoreMode::read_only);
+  std::set<std::string> shapes;
+  for (const MeasurementRecord& r : store.measurements()) shapes.insert(r.measurement.shape);
+  EXPECT_EQ(shapes, std::set<std::string>{shape_text});
+  EXPECT_EQ(store.measurement_count(), 3047);
   fs::remove_all(dir);
 }
 
