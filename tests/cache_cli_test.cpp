@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cache/store.h"
+#include "tests/run_program.h"
 #include "tuner/hash.h"
 #include "tuner/space.h"
 #include "tuner/compiler.h"
@@ -31,16 +32,8 @@ fs::path cli_path() {
   return fs::path(MLATUNE_BINARY_DIR) / "mlatune";
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using test_support::read_file;
+using Result = test_support::ProgramResult;
 
 class CacheCliTest : public ::testing::Test {
  protected:
@@ -58,34 +51,9 @@ class CacheCliTest : public ::testing::Test {
 
   /// Runs mlatune with `args`; $MLATUNE_DB is set to `env_db` when given.
   Result run(const std::vector<std::string>& args, const std::string& env_db = "") {
-    auto out_file = dir_ / "stdout";
-    auto err_file = dir_ / "stderr";
-    pid_t pid = fork();
-    if (pid == 0) {
-      int out = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(out, STDOUT_FILENO);
-      dup2(err, STDERR_FILENO);
-      if (env_db.empty()) {
-        unsetenv("MLATUNE_DB");
-      } else {
-        setenv("MLATUNE_DB", env_db.c_str(), 1);
-      }
-      std::string program = cli_path().string();
-      std::vector<char*> argv{program.data()};
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(program.c_str(), argv.data());
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = read_file(out_file);
-    r.err = read_file(err_file);
-    return r;
+    std::optional<std::string> value;
+    if (!env_db.empty()) value = env_db;
+    return test_support::run_program(cli_path(), args, dir_, std::pair{std::string("MLATUNE_DB"), value});
   }
 
   /// A database with one run: two shapes, a failure whose message needs CSV

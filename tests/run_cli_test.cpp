@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cache/store.h"
+#include "tests/run_program.h"
 #include "tuner/cuda.h"
 #include "tuner/space.h"
 
@@ -27,16 +28,7 @@ namespace fs = std::filesystem;
 const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" /
                             "fused_mla_attention.yaml";
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using Result = test_support::ProgramResult;
 
 class RunCliTest : public ::testing::Test {
  protected:
@@ -55,31 +47,7 @@ class RunCliTest : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  Result run(const std::vector<std::string>& args) {
-    auto out_file = dir_ / "stdout";
-    auto err_file = dir_ / "stderr";
-    pid_t pid = fork();
-    if (pid == 0) {
-      int out = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(out, STDOUT_FILENO);
-      dup2(err, STDERR_FILENO);
-      std::string program = cli_.string();
-      std::vector<std::string> copy = args;
-      std::vector<char*> argv{program.data()};
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(program.c_str(), argv.data());
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out_file);
-    r.err = slurp(err_file);
-    return r;
-  }
+  Result run(const std::vector<std::string>& args) { return test_support::run_program(cli_, args, dir_); }
 
   void tune(const Shape& shape, const Config& config, double median_us) {
     Store store = Store::open(db_);
