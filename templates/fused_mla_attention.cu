@@ -12,6 +12,13 @@
 //             tiles in shared memory (for each of its heads), then runs
 //             ordinary attention with head size D.  2D FMAs per pair plus the
 //             expansion, shared by the block's queries.
+//   tf32x3    expanded, with every product on the tensor cores
+//             (mma.sync m16n8k8 TF32): each fp32 operand x is split into a
+//             TF32 high part and a TF32 low part (x - high), and a.b is
+//             a_lo.b_hi + a_hi.b_lo + a_hi.b_hi, which keeps fp32 accuracy
+//             (the dropped a_lo.b_lo term is ~2^-22 relative).  A warp owns
+//             16 query rows of one head; the block expands K and V tiles with
+//             the same split MMAs.
 //
 // Work map: a block owns QUERIES_PER_BLOCK consecutive positions of one batch
 // and HEADS_PER_BLOCK consecutive heads; THREADS_PER_QUERY lanes (a power of
@@ -24,7 +31,7 @@
 // Compiled in (-D): SHAPE_H, SHAPE_D, SHAPE_R and every parameter of
 // search_spaces/fused_mla_attention.yaml.  B and T are run-time arguments.
 //
-// Accuracy: strict fp32 (no tensor cores).  __expf (ex2.approx after a
+// Accuracy: strict fp32 (tf32x3: see above).  __expf (ex2.approx after a
 // multiply by log2 e) is used for the softmax weights: its relative error is
 // about 2^-22 plus |x| * 2^-24 for exp(x), x <= 0, i.e. < 1e-6 on every weight
 // that matters (x > -10), far below the 1e-5 relative-L2 budget, whose real
@@ -36,9 +43,10 @@
 #if !defined(SHAPE_H) || !defined(SHAPE_D) || !defined(SHAPE_R)
 #error "fused_mla_attention needs SHAPE_H, SHAPE_D and SHAPE_R"
 #endif
-#if !defined(ALGORITHM) || !defined(ALGORITHM_expanded) || !defined(THREADS_PER_QUERY) || \
+#if !defined(ALGORITHM) || !defined(ALGORITHM_expanded) || !defined(ALGORITHM_tf32x3) || \
+    !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
-    !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL)
+    !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS)
 #error "fused_mla_attention needs every parameter of its search space as -D"
 #endif
 
@@ -48,6 +56,7 @@ constexpr int kH = SHAPE_H;
 constexpr int kD = SHAPE_D;
 constexpr int kR = SHAPE_R;
 constexpr bool kExpanded = ALGORITHM == ALGORITHM_expanded;
+constexpr bool kTc = ALGORITHM == ALGORITHM_tf32x3;
 constexpr int kTpq = THREADS_PER_QUERY;
 constexpr int kQpb = QUERIES_PER_BLOCK;
 constexpr int kHpb = HEADS_PER_BLOCK;
@@ -65,6 +74,9 @@ static_assert(kKeyTile % kUnroll == 0, "UNROLL must divide KEY_TILE");
 static_assert(kVec == 1 || (kR % 4 == 0 && kD % 4 == 0), "FLOAT4 needs R % 4 == 0 and D % 4 == 0");
 static_assert(!kExpanded || kD % (kTpq * kVec) == 0,
               "expanded needs D divisible by THREADS_PER_QUERY (x4 with FLOAT4)");
+static_assert(!kTc || (kTpq == 2 && kQpb % 16 == 0 && kStage && kUnroll == 1 && kKeyTile % 16 == 0),
+              "tf32x3 needs THREADS_PER_QUERY 2 (a warp per 16 queries), QUERIES_PER_BLOCK a "
+              "multiple of 16, STAGE_LATENT, UNROLL 1 and KEY_TILE a multiple of 16");
 
 // Absorbed: lane j owns the R-chunks j, j + kTpq, j + 2 kTpq, ... of kVec
 // floats each; the last round may be partial (R need not divide evenly).
@@ -74,13 +86,29 @@ constexpr int kChunksA = (kRChunks + kTpq - 1) / kTpq;
 // (1 in absorbed configs, where the expanded code is compiled but unused.)
 constexpr int kChunksE = kExpanded ? kD / (kVec * kTpq) : 1;
 
+// tf32x3: R and D padded to the MMA's 8 (zeros), and shared-memory rows of
+// 8k + 4 floats, so that the fragment loads of a warp (8 rows x 4 columns,
+// or 4 row pairs x 8 columns) fall in 32 distinct banks.
+constexpr int kRp = (kR + 7) / 8 * 8;
+constexpr int kDp = (kD + 7) / 8 * 8;
+constexpr int kLs = kRp + 4;   // latent tile row stride
+constexpr int kKs = kDp + 4;   // Q, K and V tile row stride
+constexpr int kWarpsPerHead = kQpb / 16;
+
 // Shared memory, in floats; the YAML's shared_memory expression is 4x this.
 // Each head's K and V tile is padded by one lane-group width so that the
 // heads met by one warp (when a warp spans several heads) use distinct banks.
-constexpr int kLatentTileFloats = kStage ? kKeyTile * kR : 0;
+// tf32x3: the latent tile, then per head K and V tiles and the block's
+// (pre-scaled) query rows.
+constexpr int kLatentTileFloats = kTc ? kKeyTile * kLs : kStage ? kKeyTile * kR : 0;
 constexpr int kHeadStride = kKeyTile * kD + kTpq * kVec;
-constexpr int kKvTileFloats = kExpanded ? 2 * kHpb * kHeadStride : 0;
-constexpr unsigned kSmemBytes = 4u * (kLatentTileFloats + kKvTileFloats);
+constexpr int kKvTileFloats = kTc ? kHpb * (2 * kKeyTile + kQpb) * kKs
+                                  : kExpanded ? 2 * kHpb * kHeadStride : 0;
+// tf32x3 with STAGE_WEIGHTS: both weight slices of every head of the block,
+// rows of kWsPad floats (see kWs below).
+constexpr int kWsPad = kDp % 16 == 0 ? kDp + 8 : kDp;
+constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0;
+constexpr unsigned kSmemBytes = 4u * (kLatentTileFloats + kKvTileFloats + kWeightFloats);
 
 // Optional cross-checks of the YAML's launch expressions (scripts/check-templates
 // passes what the space evaluates to): a mismatch is a compile error.
@@ -523,6 +551,368 @@ __device__ __forceinline__ void expanded(const float* __restrict__ q,
   }
 }
 
+// ---------------------------------------------------------------------------
+// tf32x3
+//
+// Fragments of mma.sync m16n8k8 (TF32 in, fp32 accumulate), with g = lane/4
+// and c = lane%4:  A (16x8, rows x k): a0 (g, c), a1 (g+8, c), a2 (g, c+4),
+// a3 (g+8, c+4);  B (8x8, k x cols): b0 (c, g), b1 (c+4, g);  C (16x8):
+// c0 (g, 2c), c1 (g, 2c+1), c2 (g+8, 2c), c3 (g+8, 2c+1).
+//
+// P.V takes P straight from the C fragments of the logits: the k index of
+// the MMA is mapped to keys as k = c <-> key 2c and k = c+4 <-> key 2c+1 (a
+// permutation of the 8 keys, which the sum over keys does not see), so
+// a = (c0, c2, c1, c3) and V's B fragment reads keys 2c and 2c+1.
+//
+// Global memory reaches shared memory through cp.async (zero-filled outside
+// the matrices), so that the query rows, the first latent tile and the
+// weights cost one memory latency together, and the next latent tile loads
+// while the current key tile is attended.
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x = hi + lo with both parts TF32; lo holds the 13 bits hi dropped.
+__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
+  hi = to_tf32(x);
+  lo = to_tf32(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4],
+                                         const unsigned (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// d += a.b to fp32 accuracy: the two small cross terms first.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const unsigned (&ah)[4],
+                                           const unsigned (&al)[4], const unsigned (&bh)[2],
+                                           const unsigned (&bl)[2]) {
+  mma_tf32(d, al, bh);
+  mma_tf32(d, ah, bl);
+  mma_tf32(d, ah, bh);
+}
+
+// A fragment of rows [0, 16) x columns [k0, k0 + 8) of a row-major tile
+// with row stride `stride`, split.
+__device__ __forceinline__ void load_a_split(const float* tile, int stride, int k0, int g, int c,
+                                             unsigned (&hi)[4], unsigned (&lo)[4]) {
+  const float* p = tile + g * stride + k0 + c;
+  split_tf32(p[0], hi[0], lo[0]);
+  split_tf32(p[8 * stride], hi[1], lo[1]);
+  split_tf32(p[4], hi[2], lo[2]);
+  split_tf32(p[8 * stride + 4], hi[3], lo[3]);
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// kVec floats from global to shared memory without passing through
+// registers; `valid` false writes zeros (and reads nothing).
+__device__ __forceinline__ void cp_async(float* dst, const float* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int n = valid ? 4 * kVec : 0;
+  if constexpr (kVec == 4) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(n)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(n)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// Starts copying rows [0, rows) x columns [0, kPad) of a row-major global
+// matrix (row stride ld; rows below row_end and columns below kCols exist)
+// into a shared tile of row stride `stride`; the rest of the tile is zero.
+template <int kCols, int kPad>
+__device__ __forceinline__ void stage_rows_async(float* tile, int stride, const float* src,
+                                                 long long ld, int rows, int row_end, int tid) {
+  constexpr int kRowVecs = kPad / kVec;
+  const int total = rows * kRowVecs;
+  for (int idx = tid; idx < total; idx += kThreads) {
+    const int row = idx / kRowVecs;
+    const int col = (idx - row * kRowVecs) * kVec;
+    const bool valid = row < row_end && col < kCols;  // kVec == 4 implies kCols % 4 == 0
+    cp_async(tile + row * stride + col, valid ? src + row * ld + col : src, valid);
+  }
+}
+
+// Weights staged per head (STAGE_WEIGHTS): w_up_k and w_up_v slices of
+// kRp x kDp, row stride kWs, which is 8 or 24 mod 32 so that the B fragment
+// reads (4 rows x 8 columns) hit 32 distinct banks.
+constexpr bool kStageW = STAGE_WEIGHTS != 0;
+constexpr int kWs = kWsPad;
+
+// K and V tiles (kKeyTile x kDp per head) = latent tile (kKeyTile x kRp) .
+// w_up_{k,v}[:, h, :].  A unit of work is one matrix of one head and kNPair
+// column groups of 8, over all kKeyTile rows, so that each split A fragment
+// feeds kNPair MMAs and each split B fragment feeds kKeyTile / 16.
+// Accuracy: the tensor cores do not round their fp32 accumulation to
+// nearest, and that error grows with the length of the chain (measured here:
+// relative L2 ~2e-8 R with one chain over R); each chunk of kRChunk latent
+// columns is therefore summed in fresh registers and added with an fp32 add.
+constexpr int kMTiles = kKeyTile / 16;
+constexpr int kDGroups = kDp / 8;
+constexpr int kNPair = kDGroups % 2 == 0 ? 2 : 1;
+constexpr int kExpUnits = kHpb * 2 * (kDGroups / kNPair);
+constexpr int kWarps = kThreads / 32;
+constexpr int kRChunk = 32;
+
+__device__ __forceinline__ void tc_expand(const float* __restrict__ w_up_k,
+                                          const float* __restrict__ w_up_v, const float* wtile,
+                                          const float* lat_tile, float* ktile, float* vtile,
+                                          int h0, int warp, int g, int c) {
+  for (int unit = warp; unit < kExpUnits; unit += kWarps) {
+    const int group = unit % (kDGroups / kNPair);
+    const int rest = unit / (kDGroups / kNPair);
+    const bool is_v = rest % 2 != 0;
+    const int hl = rest / 2;
+    const float* w = (is_v ? w_up_v : w_up_k) + (h0 + hl) * kD;
+    const float* ws = wtile + (hl * 2 + (is_v ? 1 : 0)) * kRp * kWs;
+    float acc[kMTiles][kNPair][4];
+#pragma unroll
+    for (int m = 0; m < kMTiles; ++m)
+#pragma unroll
+      for (int j = 0; j < kNPair; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[m][j][e] = 0.0f;
+#pragma unroll 1
+    for (int kc = 0; kc < kRp; kc += kRChunk) {
+      float part[kMTiles][kNPair][4];
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m)
+#pragma unroll
+        for (int j = 0; j < kNPair; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) part[m][j][e] = 0.0f;
+#pragma unroll
+      for (int k0 = kc; k0 < kc + kRChunk; k0 += 8) {
+        if (k0 >= kRp) break;
+        unsigned bh[kNPair][2], bl[kNPair][2];
+#pragma unroll
+        for (int j = 0; j < kNPair; ++j) {
+          const int d = (group * kNPair + j) * 8 + g;
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int r = k0 + c + 4 * e;
+            float x;
+            if constexpr (kStageW) {
+              x = ws[r * kWs + d];
+            } else {
+              x = (d < kD && r < kR) ? __ldg(w + static_cast<long long>(r) * (kH * kD) + d) : 0.0f;
+            }
+            split_tf32(x, bh[j][e], bl[j][e]);
+          }
+        }
+#pragma unroll
+        for (int m = 0; m < kMTiles; ++m) {
+          unsigned ah[4], al[4];
+          load_a_split(lat_tile + m * 16 * kLs, kLs, k0, g, c, ah, al);
+#pragma unroll
+          for (int j = 0; j < kNPair; ++j) mma_3xtf32(part[m][j], ah, al, bh[j], bl[j]);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m)
+#pragma unroll
+        for (int j = 0; j < kNPair; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[m][j][e] += part[m][j][e];
+    }
+    float* dst = (is_v ? vtile : ktile) + hl * kKeyTile * kKs;
+#pragma unroll
+    for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+      for (int j = 0; j < kNPair; ++j) {
+        const int col = (group * kNPair + j) * 8 + 2 * c;
+        float* p = dst + (m * 16 + g) * kKs + col;
+        *reinterpret_cast<float2*>(p) = make_float2(acc[m][j][0], acc[m][j][1]);
+        *reinterpret_cast<float2*>(p + 8 * kKs) = make_float2(acc[m][j][2], acc[m][j][3]);
+      }
+    }
+  }
+}
+
+constexpr int kKeyGroups = kKeyTile / 8;
+
+__device__ __forceinline__ void tf32x3(const float* __restrict__ q,
+                                       const float* __restrict__ kv_latent,
+                                       const float* __restrict__ w_up_k,
+                                       const float* __restrict__ w_up_v, float* __restrict__ out,
+                                       int T, float scale, int b, int t0, int h0, int s_end,
+                                       int tid, float* smem) {
+  const int warp = tid / 32;
+  const int g = (tid % 32) / 4;
+  const int c = tid % 4;
+  const int hl = warp / kWarpsPerHead;
+  const int row0 = t0 + (warp % kWarpsPerHead) * 16;  // the warp's first query
+  const int h = h0 + hl;
+
+  float* lat_tile = smem;
+  float* ktile = smem + kLatentTileFloats;
+  float* vtile = ktile + kHpb * kKeyTile * kKs;
+  float* qtile = vtile + kHpb * kKeyTile * kKs;
+  float* wtile = qtile + kHpb * kQpb * kKs;  // kWeightFloats (STAGE_WEIGHTS)
+  const float* lat_b = kv_latent + static_cast<long long>(b) * T * kR;
+
+  // One round trip for everything the first key tile needs.
+#pragma unroll 1
+  for (int i = 0; i < kHpb; ++i) {
+    stage_rows_async<kD, kDp>(qtile + i * kQpb * kKs, kKs,
+                              q + ((static_cast<long long>(b) * T + t0) * kH + h0 + i) * kD,
+                              static_cast<long long>(kH) * kD, kQpb, T - t0, tid);
+    if constexpr (kStageW) {
+      stage_rows_async<kD, kDp>(wtile + (i * 2) * kRp * kWs, kWs, w_up_k + (h0 + i) * kD,
+                                static_cast<long long>(kH) * kD, kRp, kR, tid);
+      stage_rows_async<kD, kDp>(wtile + (i * 2 + 1) * kRp * kWs, kWs, w_up_v + (h0 + i) * kD,
+                                static_cast<long long>(kH) * kD, kRp, kR, tid);
+    }
+  }
+  stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b, kR, kKeyTile, s_end, tid);
+  cp_async_commit();
+
+  const float* qs = qtile + (hl * kQpb + (warp % kWarpsPerHead) * 16) * kKs;
+  const float* ks = ktile + hl * kKeyTile * kKs;
+  const float* vs = vtile + hl * kKeyTile * kKs;
+  // Logits in log2 units (softmax by ex2).
+  const float lscale = scale * 1.4426950408889634f;
+
+  float o[kDGroups][4];
+#pragma unroll
+  for (int j = 0; j < kDGroups; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+  float m_run[2] = {neg_inf(), neg_inf()};  // rows g and g + 8
+  float l_run[2] = {0.0f, 0.0f};            // this lane's share of the row sums
+
+  for (int s0 = 0; s0 < s_end; s0 += kKeyTile) {
+    cp_async_wait_all();
+    __syncthreads();  // the latent tile (and queries, weights) landed; K, V free
+    tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c);
+    __syncthreads();  // K and V ready; the latent tile is free
+    if (s0 + kKeyTile < s_end) {
+      stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b + static_cast<long long>(s0 + kKeyTile) * kR,
+                                kR, kKeyTile, s_end - s0 - kKeyTile, tid);
+      cp_async_commit();
+    }
+    // Key tiles start at multiples of 16 and so do the warp's rows: a tile
+    // the warp reaches at all holds key s0 <= every row of the warp, so no
+    // row's maximum stays -inf.
+    if (s0 > row0 + 15 || row0 >= T) continue;
+
+    float s[kKeyGroups][4];
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+#pragma unroll
+    for (int k0 = 0; k0 < kDp; k0 += 8) {
+      unsigned ah[4], al[4];
+      load_a_split(qs, kKs, k0, g, c, ah, al);
+#pragma unroll
+      for (int n = 0; n < kKeyGroups; ++n) {
+        const float* kp = ks + (n * 8 + g) * kKs + k0 + c;
+        unsigned bh[2], bl[2];
+        split_tf32(kp[0], bh[0], bl[0]);
+        split_tf32(kp[4], bh[1], bl[1]);
+        mma_3xtf32(s[n], ah, al, bh, bl);
+      }
+    }
+
+    const int qrow[2] = {row0 + g, row0 + g + 8};
+    const bool diagonal = s0 + kKeyTile - 1 > row0;  // some key is after some row
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n) {
+      const int key = s0 + n * 8 + 2 * c;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] *= lscale;
+        if (diagonal && key + (e & 1) > qrow[e >> 1]) s[n][e] = neg_inf();
+      }
+    }
+
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = neg_inf();
+#pragma unroll
+      for (int n = 0; n < kKeyGroups; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[r], mx);
+      corr[r] = ex2(m_run[r] - m_new);  // m_run == -inf gives 0
+      m_run[r] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kKeyGroups; ++n) {
+        s[n][2 * r] = ex2(s[n][2 * r] - m_new);
+        s[n][2 * r + 1] = ex2(s[n][2 * r + 1] - m_new);
+        sum += s[n][2 * r] + s[n][2 * r + 1];
+      }
+      l_run[r] = l_run[r] * corr[r] + sum;
+    }
+#pragma unroll
+    for (int j = 0; j < kDGroups; ++j) {
+      o[j][0] *= corr[0];
+      o[j][1] *= corr[0];
+      o[j][2] *= corr[1];
+      o[j][3] *= corr[1];
+    }
+
+#pragma unroll
+    for (int n = 0; n < kKeyGroups; ++n) {
+      if (s0 + n * 8 > row0 + 15) break;  // every key of this group is masked (warp-uniform)
+      unsigned ah[4], al[4];
+      split_tf32(s[n][0], ah[0], al[0]);
+      split_tf32(s[n][2], ah[1], al[1]);
+      split_tf32(s[n][1], ah[2], al[2]);
+      split_tf32(s[n][3], ah[3], al[3]);
+      const float* vp = vs + (n * 8 + 2 * c) * kKs + g;
+#pragma unroll
+      for (int j = 0; j < kDGroups; ++j) {
+        unsigned bh[2], bl[2];
+        split_tf32(vp[j * 8], bh[0], bl[0]);
+        split_tf32(vp[kKs + j * 8], bh[1], bl[1]);
+        mma_3xtf32(o[j], ah, al, bh, bl);
+      }
+    }
+  }
+
+  if (row0 >= T) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int t = row0 + g + 8 * r;
+    if (t >= T) continue;
+    const float inv_l = 1.0f / l;
+    float* dst = out + ((static_cast<long long>(b) * T + t) * kH + h) * kD;
+#pragma unroll
+    for (int j = 0; j < kDGroups; ++j) {
+      const int d = j * 8 + 2 * c;
+      const float x0 = o[j][2 * r] * inv_l;
+      const float x1 = o[j][2 * r + 1] * inv_l;
+      if constexpr (kD % 2 == 0) {
+        if (d < kD) *reinterpret_cast<float2*>(dst + d) = make_float2(x0, x1);
+      } else {
+        if (d < kD) dst[d] = x0;
+        if (d + 1 < kD) dst[d + 1] = x1;
+      }
+    }
+  }
+}
+
 }  // namespace mla
 
 // Launch: grid [ceil(T / QUERIES_PER_BLOCK) * (H / HEADS_PER_BLOCK) * B],
@@ -565,7 +955,9 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
   const bool active = t < T;
   const int s_end = min(T, t0 + kQpb);  // keys the block needs: s < s_end
 
-  if constexpr (kExpanded) {
+  if constexpr (kTc) {
+    tf32x3(q, kv_latent, w_up_k, w_up_v, out, T, scale, b, t0, hg * kHpb, s_end, tid, smem);
+  } else if constexpr (kExpanded) {
     expanded(q, kv_latent, w_up_k, w_up_v, out, T, scale, b, t, hg * kHpb, hl, active, s_end,
              tid, lane, smem);
   } else {
