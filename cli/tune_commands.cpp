@@ -50,6 +50,7 @@ struct TuneOptions {
   std::string replay;
   double budget_ms = TimingOptions{}.budget_ms;
   double cutoff = SweepOptions{}.cutoff_factor;
+  int cut_after = TimingOptions{}.cut_min_samples;
 };
 
 /// One config's compilation, as the report shows it.
@@ -274,6 +275,7 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
   sweep.timing.cache = parse_cache_mode(options.cache).value_or(CacheMode::cold);
   sweep.timing.budget_ms = options.budget_ms;
   sweep.cutoff_factor = options.cutoff;
+  sweep.timing.cut_min_samples = options.cut_after;
   std::optional<ProgressPrinter> printer;
   if (!options.quiet && !options.json) {
     printer.emplace(::isatty(STDERR_FILENO) == 1);
@@ -297,6 +299,7 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
     out["binaries_reused"] = report.binaries_reused;
     out["worker_replacements"] = report.worker_replacements;
     out["cutoff_factor"] = options.cutoff;
+    out["cut_after"] = options.cut_after;
     out["budget_ms"] = options.budget_ms;
     out["totals"] = totals_json(totals);
     nlohmann::json shapes = nlohmann::json::array();
@@ -616,9 +619,9 @@ void add_tune_commands(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   tune->add_option("--cutoff", options->cutoff,
                    fmt::format("stop timing a candidate once its median passes FACTOR x the best so far at "
-                               "its shape (after {} launches; recorded as a cut measurement); 0: never "
+                               "its shape (from --cut-after launches on; recorded as a cut measurement); 0: never "
                                "(default {:g})",
-                               TimingOptions{}.cut_min_samples, SweepOptions{}.cutoff_factor))
+                               SweepOptions{}.cutoff_factor))
       ->type_name("FACTOR")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
@@ -633,6 +636,11 @@ void add_tune_commands(CLI::App& app) {
                    "is never cut";
           },
           "0 or above 1"));
+  // Three at least: with fewer, one wild launch could decide the cut.
+  tune->add_option("--cut-after", options->cut_after,
+                   fmt::format("launches timed before a candidate may be cut (default {})",
+                               TimingOptions{}.cut_min_samples))
+      ->check(CLI::Range(3, 1000));
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(CLI::NonNegativeNumber);
   tune->callback([options] { run_tune(*options); });

@@ -104,6 +104,7 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
                      {"cache", std::string(to_string(options.timing.cache))},
                      {"budget_ms", options.timing.budget_ms},
                      {"cutoff", options.cutoff_factor},
+                     {"cut_after", options.timing.cut_min_samples},
                      {"retime_top", options.retime_top}}
           .dump();
   SweepReport report;
