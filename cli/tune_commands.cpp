@@ -48,7 +48,9 @@ struct TuneOptions {
   std::string strategy = "brute_force";
   bool misses = false;
   std::string replay;
-  double budget_ms = 200.0;
+  double budget_ms = TimingOptions{}.budget_ms;
+  double cutoff = SweepOptions{}.cutoff_factor;
+  int cut_after = TimingOptions{}.cut_min_samples;
 };
 
 /// One config's compilation, as the report shows it.
@@ -146,7 +148,32 @@ std::string percent(int n, std::size_t total) {
 nlohmann::json timing_json(const TimingStats& t) {
   return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us},
           {"spread", t.spread},       {"count", t.count},   {"stable", t.stable},
-          {"method", t.method}};
+          {"cut", t.cut},             {"method", t.method}};
+}
+
+nlohmann::json optional_json(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+std::string rate_text(const std::optional<double>& rate) {
+  return rate ? fmt::format("{:.1f} configs/s", *rate) : std::string("- configs/s");
+}
+
+/// Where a sweep's time went, as the --json summary gives it.
+nlohmann::json totals_json(const SweepTotals& t) {
+  return {{"evaluated", t.evaluated},
+          {"cut", t.cut},
+          {"wall_seconds", t.wall_s},
+          {"configs_per_second", optional_json(t.configs_per_s)},
+          {"gpu_seconds", t.gpu_s},
+          {"gpu_busy_fraction", optional_json(t.gpu_busy_fraction)},
+          {"compile_wait_seconds", t.compile_wait_s},
+          {"setup_seconds", t.setup_s},
+          {"other_seconds", t.other_s},
+          {"nvrtc_seconds", t.nvrtc_s},
+          {"compile_threads", t.compile_threads},
+          {"gpu_limit_configs_per_second", optional_json(t.gpu_limit_configs_per_s)},
+          {"compile_limit_configs_per_second", optional_json(t.compile_limit_configs_per_s)}};
 }
 
 bool is_run_id(const std::string& text) {
@@ -247,6 +274,8 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
   sweep.seed = options.seed;
   sweep.timing.cache = parse_cache_mode(options.cache).value_or(CacheMode::cold);
   sweep.timing.budget_ms = options.budget_ms;
+  sweep.cutoff_factor = options.cutoff;
+  sweep.timing.cut_min_samples = options.cut_after;
   std::optional<ProgressPrinter> printer;
   if (!options.quiet && !options.json) {
     printer.emplace(::isatty(STDERR_FILENO) == 1);
@@ -257,6 +286,7 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
   SweepReport report = run_sweep(space, options.space_file, database, worker, device, sweep);
   if (printer) printer->finish();
   const char* unit = replay ? "us (replayed)" : "us";
+  const SweepTotals totals = sweep_totals(report);
 
   if (options.json) {
     nlohmann::json out;
@@ -268,6 +298,10 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
     out["nvrtc_runs"] = report.nvrtc_runs;
     out["binaries_reused"] = report.binaries_reused;
     out["worker_replacements"] = report.worker_replacements;
+    out["cutoff_factor"] = options.cutoff;
+    out["cut_after"] = options.cut_after;
+    out["budget_ms"] = options.budget_ms;
+    out["totals"] = totals_json(totals);
     nlohmann::json shapes = nlohmann::json::array();
     for (const ShapeReport& s : report.shapes) {
       nlohmann::json j;
@@ -294,6 +328,11 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
       j["wall_seconds"] = s.wall_s;
       j["gpu_seconds"] = s.gpu_s;
       j["compile_wait_seconds"] = s.compile_wait_s;
+      j["setup_seconds"] = s.setup_s;
+      j["nvrtc_seconds"] = s.nvrtc_s;
+      j["cut"] = s.cut;
+      j["configs_per_second"] =
+          s.wall_s > 0 ? nlohmann::json(static_cast<double>(s.results.size()) / s.wall_s) : nlohmann::json(nullptr);
       shapes.push_back(std::move(j));
     }
     out["shapes"] = std::move(shapes);
@@ -314,10 +353,17 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
         fmt::print("  reference kernel {:.1f} us; empty-kernel floor {:.2f} us ({}); input seed {}\n",
                    s.workload.reference_us, s.workload.floor.median_us, s.workload.floor.method,
                    s.workload.seed);
-      fmt::print("  time: {:.1f} s wall, {:.1f} s on the GPU worker, {:.1f} s waiting for compilation; "
-                 "{:.1f} configs/s\n",
-                 s.wall_s, s.gpu_s, s.compile_wait_s,
-                 s.wall_s > 0 ? static_cast<double>(s.results.size()) / s.wall_s : 0.0);
+      double rate = s.wall_s > 0 ? static_cast<double>(s.results.size()) / s.wall_s : 0.0;
+      if (replay)
+        fmt::print("  time: {:.1f} s wall (replayed: no GPU, no compilation); {:.1f} configs/s\n", s.wall_s, rate);
+      else
+        fmt::print("  time: {:.1f} s wall, {:.1f} s on the GPU worker, {:.1f} s waiting for compilation, "
+                   "{:.1f} s workload setup; {:.1f} s of NVRTC on the compile threads; {:.1f} configs/s\n",
+                   s.wall_s, s.gpu_s, s.compile_wait_s, s.setup_s, s.nvrtc_s, rate);
+      if (s.cut > 0)
+        fmt::print("  early cut: {} of {} ok configs timed with fewer launches, their median past {:g}x "
+                   "the best so far\n",
+                   s.cut, s.outcomes.count(Outcome::ok) ? s.outcomes.at(Outcome::ok) : 0, options.cutoff);
     }
     if (!s.retimed.empty()) {
       fmt::print("  fastest, timed again interleaved (median us; min; p90; sweep median):\n");
@@ -339,10 +385,20 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
       fmt::print("  no valid config measured at this shape\n");
     }
   }
-  fmt::print("\nsweep: {:.1f} s wall, {} NVRTC runs, {} binaries reused, {} worker replacements; "
-             "run {} in {}\n",
-             report.wall_s, report.nvrtc_runs, report.binaries_reused, report.worker_replacements,
-             report.run_id, database.string());
+  fmt::print("\nsweep: {} configs in {:.1f} s wall: {}; {} cut early; {} worker replacements; run {} in {}\n",
+             totals.evaluated, totals.wall_s, rate_text(totals.configs_per_s), totals.cut,
+             report.worker_replacements, report.run_id, database.string());
+  if (!replay) {
+    fmt::print("  GPU worker: {:.1f} s busy ({:.0f}% of wall; alone it would allow {}); {:.1f} s waiting for "
+               "compilation, {:.1f} s workload setup, {:.1f} s other\n",
+               totals.gpu_s, 100.0 * totals.gpu_busy_fraction.value_or(0.0),
+               rate_text(totals.gpu_limit_configs_per_s), totals.compile_wait_s, totals.setup_s,
+               totals.other_s);
+    fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} threads (alone it would allow {}); "
+               "{} binaries reused\n",
+               totals.nvrtc_s, report.nvrtc_runs, totals.compile_threads,
+               rate_text(totals.compile_limit_configs_per_s), report.binaries_reused);
+  }
 }
 
 void run_tune(const TuneOptions& options) {
@@ -557,8 +613,34 @@ void add_tune_commands(CLI::App& app) {
                    "--format csv`)");
   tune->add_option("--cache", options->cache, "timing method: cold (L2 flushed), rotate, hot")
       ->check(CLI::IsMember({"cold", "rotate", "hot"}));
-  tune->add_option("--budget-ms", options->budget_ms, "timing budget per candidate, ms")
+  tune->add_option("--budget-ms", options->budget_ms,
+                   fmt::format("timing budget per candidate, ms (default {:g}; a settled median stops sooner)",
+                               TimingOptions{}.budget_ms))
       ->check(CLI::PositiveNumber);
+  tune->add_option("--cutoff", options->cutoff,
+                   fmt::format("stop timing a candidate once its median passes FACTOR x the best so far at "
+                               "its shape (from --cut-after launches on; recorded as a cut measurement); 0: never "
+                               "(default {:g})",
+                               SweepOptions{}.cutoff_factor))
+      ->type_name("FACTOR")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              std::size_t used = 0;
+              double factor = std::stod(text, &used);
+              if (used == text.size() && (factor == 0 || factor > 1)) return {};
+            } catch (const std::exception&) {
+              // Not a number: the message below.
+            }
+            return "must be 0 (no early cut) or a number above 1, so that a candidate faster than the best "
+                   "is never cut";
+          },
+          "0 or above 1"));
+  // Three at least: with fewer, one wild launch could decide the cut.
+  tune->add_option("--cut-after", options->cut_after,
+                   fmt::format("launches timed before a candidate may be cut (default {})",
+                               TimingOptions{}.cut_min_samples))
+      ->check(CLI::Range(3, 1000));
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(CLI::NonNegativeNumber);
   tune->callback([options] { run_tune(*options); });

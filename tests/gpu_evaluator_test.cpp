@@ -199,6 +199,45 @@ TEST(GpuEvaluator, TimingSanity) {
   EXPECT_NEAR(again[0]->median_us / first.timing->median_us, 1.0, 0.05);
 }
 
+TEST(GpuEvaluator, HopelessCandidateIsCutAfterValidationWithARealTime) {
+  MLATUNE_REQUIRE_GPU();
+  SearchSpace space = SearchSpace::load(faults_space());
+  const std::string shape_text = "N=16777216";
+  Shape shape = space.parse_shape(shape_text);
+  Worker worker(worker_options());
+  WorkloadRequest request{faults_space(), shape_text, 99, {}};
+  WorkloadInfo info = worker.set_workload(request);
+  Built single = build(space, config(space, "MODE=correct,THREADS=256"), shape, info.device.arch());
+  Built twice = build(space, config(space, "MODE=double_work,THREADS=256"), shape, info.device.arch());
+  ASSERT_TRUE(single.candidate && twice.candidate);
+
+  EvaluationResult best = worker.evaluate(*single.candidate);
+  ASSERT_EQ(best.outcome, Outcome::ok) << describe(best);
+  // Twice the work is about 2x the best: past a 1.5x cutoff, inside a 3x one.
+  const Cutoff tight{best.timing->median_us, 1.5};
+  EvaluationResult cut = worker.evaluate(*twice.candidate, tight);
+  EvaluationResult kept = worker.evaluate(*twice.candidate, Cutoff{best.timing->median_us, 3.0});
+  EvaluationResult near_best = worker.evaluate(*single.candidate, tight);
+  std::printf("best:      %s\ncut:       %s\n           %s\nkept (3x): %s\nnear best: %s\n",
+              describe(best).c_str(), describe(cut).c_str(), cut.timing ? cut.timing->method.c_str() : "-",
+              describe(kept).c_str(), describe(near_best).c_str());
+
+  ASSERT_EQ(cut.outcome, Outcome::ok) << describe(cut);
+  ASSERT_TRUE(cut.validation && cut.timing);
+  EXPECT_TRUE(cut.validation->passed);  // validated in full before any timing
+  EXPECT_TRUE(cut.timing->cut);
+  EXPECT_FALSE(cut.timing->stable);
+  EXPECT_EQ(cut.timing->count, TimingOptions{}.cut_min_samples);
+  EXPECT_NE(cut.timing->method.find("cut after 5 launches"), std::string::npos) << cut.timing->method;
+  // Fewer launches, but the same kernel's time all the same.
+  ASSERT_EQ(kept.outcome, Outcome::ok) << describe(kept);
+  EXPECT_FALSE(kept.timing->cut);
+  EXPECT_GT(kept.timing->count, TimingOptions{}.cut_min_samples);
+  EXPECT_NEAR(cut.timing->median_us / kept.timing->median_us, 1.0, 0.05);
+  ASSERT_EQ(near_best.outcome, Outcome::ok) << describe(near_best);
+  EXPECT_FALSE(near_best.timing->cut);
+}
+
 TEST(GpuEvaluator, ShapeThatDoesNotFitSaysSo) {
   MLATUNE_REQUIRE_GPU();
   Worker worker(worker_options());

@@ -82,6 +82,24 @@ TEST(WorkerFraming, MessagesRoundTripIncludingBinary) {
   EXPECT_EQ(message.at("type"), "progress");
 }
 
+TEST(WorkerFraming, CutTimingAndCutoffRoundTrip) {
+  TimingStats cut = summarize_times({4100, 4000, 4200, 4150, 4050}, CacheMode::cold,
+                                    "events; cut after 5 launches: median 4.10x the best so far (cutoff 3x)");
+  cut.cut = true;
+  TimingStats back = decode_timing(json::from_cbor(json::to_cbor(encode(cut))));
+  EXPECT_TRUE(back.cut);
+  EXPECT_FALSE(back.stable);
+  EXPECT_EQ(back.count, 5);
+  EXPECT_DOUBLE_EQ(back.median_us, 4100.0);
+  EXPECT_EQ(back.method, cut.method);
+  EXPECT_FALSE(decode_timing(encode(summarize_times({1.0}, CacheMode::hot, ""))).cut);
+
+  Cutoff cutoff = decode_cutoff(json::from_cbor(json::to_cbor(encode(Cutoff{1000.5, 3.0}))));
+  EXPECT_DOUBLE_EQ(cutoff.best_us, 1000.5);
+  EXPECT_DOUBLE_EQ(cutoff.factor, 3.0);
+  EXPECT_THROW(decode_cutoff(json{{"best_us", 1.0}}), json::exception);
+}
+
 TEST(WorkerFraming, TimeoutWhenNothingArrives) {
   Pipe pipe;
   MessageReader reader(pipe.read_end);
@@ -147,7 +165,19 @@ TEST(Worker, ResultsRoundTripThroughTheWorker) {
   EXPECT_EQ(back.timing->count, 3);
   EXPECT_EQ(back.timing->cache, CacheMode::rotate);
   EXPECT_TRUE(back.timing->stable);
+  EXPECT_FALSE(back.timing->cut);
   EXPECT_EQ(worker.replacements(), 0);
+
+  // A cut measurement is an ok result like any other, flagged as cut.
+  sent.outcome = Outcome::ok;
+  sent.reason.clear();
+  sent.timing->stable = false;
+  sent.timing->cut = true;
+  back = worker.test_fault("echo", sent);
+  EXPECT_EQ(back.outcome, Outcome::ok);
+  ASSERT_TRUE(back.timing);
+  EXPECT_TRUE(back.timing->cut);
+  EXPECT_FALSE(back.timing->stable);
 }
 
 TEST(Worker, ProbeSaysWhyNotOrWhich) {

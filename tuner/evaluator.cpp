@@ -34,12 +34,6 @@ LaunchFailure launch_failure(int code, std::string_view what) {
 /// and a launch, short against the timing budget.
 constexpr std::int64_t spin_cycles = 100000;
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 }  // namespace
 
 class Evaluator::Impl {
@@ -50,17 +44,16 @@ class Evaluator::Impl {
     // Warm-up: the first launch pays for loading the module.
     check(empty.launch(one.grid, one.block, 0, nullptr, workload_.stream()), "empty kernel");
     workload_.stream().synchronize();
-    std::vector<double> samples = time_until_stable(empty, one, {}, false);
-    floor_ = summarize_times(std::move(samples), options_.cache, method_text(samples_taken_));
-    floor_.stable = stable_;
+    floor_ = time_until_done(empty, one, {}, {}, false);
   }
 
   const TimingStats& floor() const { return floor_; }
 
-  EvaluationResult evaluate(const Candidate& candidate, const std::function<void()>& progress) {
+  EvaluationResult evaluate(const Candidate& candidate, const Cutoff& cutoff,
+                            const std::function<void()>& progress) {
     EvaluationResult result;
     try {
-      evaluate_into(candidate, progress, result);
+      evaluate_into(candidate, cutoff, progress, result);
     } catch (const CudaError& error) {
       if (!error.sticky()) throw;
       result.outcome = Outcome::crashed;
@@ -178,47 +171,37 @@ class Evaluator::Impl {
     return true;
   }
 
-  /// Repeats batches until the median of all samples moved less than the
-  /// stability threshold twice in a row, or the budget is spent.
-  std::vector<double> time_until_stable(const LoadedKernel& kernel, const LaunchGeometry& g,
-                                        const std::function<void()>& progress,
-                                        bool takes_arguments = true) {
+  /// Times batches as TimingSchedule says (until the median settles, the
+  /// budget is spent, or the candidate is cut) and summarizes them; the
+  /// method text says how many launches and why the phase ended early.
+  TimingStats time_until_done(const LoadedKernel& kernel, const LaunchGeometry& g,
+                              const Cutoff& cutoff, const std::function<void()>& progress,
+                              bool takes_arguments = true) {
     using clock = std::chrono::steady_clock;
     auto start = clock::now();
+    TimingSchedule schedule(options_, cutoff);
     std::vector<double> samples;
-    double previous = -1.0;
-    int calm = 0;
-    int batch = 1;  // until the kernel's duration is known: a slow one must not outlast a step
-    stable_ = false;
+    int batch = schedule.first_batch();
     while (true) {
-      int n = std::min(batch, options_.max_repetitions - static_cast<int>(samples.size()));
-      if (n <= 0) break;
-      if (!timed_batch(kernel, g, n, samples, takes_arguments))
+      if (!timed_batch(kernel, g, batch, samples, takes_arguments))
         throw EnvironmentError(fmt::format("{}: a launch that ran before was refused while timing",
                                            kernel.entry()));
       if (progress) progress();
       double elapsed_ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
-      if (static_cast<int>(samples.size()) >= options_.min_repetitions) {
-        double median = median_of(samples);
-        calm = previous > 0 && std::abs(median - previous) <= options_.stability * median ? calm + 1 : 0;
-        previous = median;
-        if (calm >= 2) {
-          stable_ = true;
-          break;
-        }
-      }
-      if (elapsed_ms >= options_.budget_ms) break;
-      // Batches of about a tenth of the budget keep heartbeats frequent.
-      double per_launch_ms = elapsed_ms / static_cast<double>(samples.size());
-      batch = static_cast<int>(std::clamp(options_.budget_ms / 10.0 / std::max(per_launch_ms, 1e-3),
-                                          1.0, 64.0));
+      if (schedule.after_batch(samples, elapsed_ms) != TimingStop::more) break;
+      batch = schedule.next_batch();
     }
-    samples_taken_ = static_cast<int>(samples.size());
-    return samples;
+    int count = static_cast<int>(samples.size());
+    std::string method = method_text(count);
+    if (std::string note = schedule.stop_note(count); !note.empty()) method += "; " + note;
+    TimingStats timing = summarize_times(std::move(samples), options_.cache, std::move(method));
+    timing.stable = schedule.stop() == TimingStop::settled;
+    timing.cut = schedule.stop() == TimingStop::cut;
+    return timing;
   }
 
-  void evaluate_into(const Candidate& candidate, const std::function<void()>& progress,
-                     EvaluationResult& result) {
+  void evaluate_into(const Candidate& candidate, const Cutoff& cutoff,
+                     const std::function<void()>& progress, EvaluationResult& result) {
     const DeviceProperties& device = workload_.device();
     const LaunchGeometry& g = candidate.geometry;
     auto refuse = [&](std::string reason) {
@@ -317,9 +300,9 @@ class Evaluator::Impl {
       return;
     }
 
-    std::vector<double> samples = time_until_stable(kernel, g, progress);
-    TimingStats timing = summarize_times(std::move(samples), options_.cache, method_text(samples_taken_));
-    timing.stable = stable_;
+    // Validation is complete before a cut can happen: a cut candidate is
+    // correct, and its time is real, only from fewer launches.
+    TimingStats timing = time_until_done(kernel, g, cutoff, progress);
     // Nothing real runs faster than a kernel that does nothing: such a time
     // means the measurement is broken, and it must not enter the results.
     if (timing.median_us < floor_.min_us * 0.97)
@@ -336,17 +319,15 @@ class Evaluator::Impl {
   TimingStats floor_;
   std::vector<Event> events_;
   int rotation_ = 0;
-  int samples_taken_ = 0;
-  bool stable_ = false;
 };
 
 Evaluator::Evaluator(Workload& workload, TimingOptions options)
     : impl_(std::make_unique<Impl>(workload, options)) {}
 Evaluator::~Evaluator() = default;
 
-EvaluationResult Evaluator::evaluate(const Candidate& candidate,
+EvaluationResult Evaluator::evaluate(const Candidate& candidate, const Cutoff& cutoff,
                                      const std::function<void()>& progress) {
-  return impl_->evaluate(candidate, progress);
+  return impl_->evaluate(candidate, cutoff, progress);
 }
 
 std::vector<std::optional<TimingStats>> Evaluator::retime(const std::vector<Candidate>& candidates,

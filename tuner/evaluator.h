@@ -68,9 +68,11 @@ class Evaluator {
   /// Loads, validates (two input sets) and times `candidate`.  A refused
   /// launch, a wrong result or a sticky CUDA error is a result; `progress` is
   /// called after each step that synchronized with the GPU (the worker turns
-  /// it into a heartbeat).  Throws EnvironmentError for a broken environment
-  /// and for a time below the empty-kernel floor (a broken measurement).
-  EvaluationResult evaluate(const Candidate& candidate,
+  /// it into a heartbeat).  With an active `cutoff`, timing ends early once
+  /// the candidate is hopeless (TimingStats::cut); validation never does.
+  /// Throws EnvironmentError for a broken environment and for a time below
+  /// the empty-kernel floor (a broken measurement).
+  EvaluationResult evaluate(const Candidate& candidate, const Cutoff& cutoff = {},
                             const std::function<void()>& progress = {});
 
   /// Times already validated candidates again, interleaved (round robin over

@@ -76,6 +76,10 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
   };
   if (!worker && !options.replay)
     throw EnvironmentError("run_sweep: neither a GPU worker nor replay data to evaluate with");
+  if (!(options.cutoff_factor == 0 || options.cutoff_factor > 1))
+    throw InputError(fmt::format("cutoff factor {:g}: must be 0 (no early cut) or above 1, so that a "
+                                 "candidate faster than the best is never cut",
+                                 options.cutoff_factor));
 
   Store store = Store::open(database, StoreMode::read_write);
   const KernelInfo kernel{space.kernel_name(), space.template_hash(), space.definition_hash()};
@@ -99,6 +103,8 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
                      {"replay", options.replay ? nlohmann::json(options.replay_source) : nlohmann::json()},
                      {"cache", std::string(to_string(options.timing.cache))},
                      {"budget_ms", options.timing.budget_ms},
+                     {"cutoff", options.cutoff_factor},
+                     {"cut_after", options.timing.cut_min_samples},
                      {"retime_top", options.retime_top}}
           .dump();
   SweepReport report;
@@ -111,7 +117,11 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
   if (!options.replay) {  // replay serves times, it needs no binaries
     binary_cache.emplace(database, space.kernel_name(), space.template_hash());
     pool.emplace(compiler, options.jobs, binary_cache->hooks());
+    report.compile_threads = pool->threads();
   }
+  // Binaries whose NVRTC time was counted: configs that compile to the same
+  // binary (or a shape that reuses one) share one compilation.
+  std::set<std::string> timed_binaries;
 
   struct Pending {
     Config config;
@@ -194,7 +204,9 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
         workload_request.shape = shape_report.shape;
         workload_request.seed = rng();
         workload_request.timing = options.timing;
+        auto setup_start = Clock::now();
         shape_report.workload = worker->set_workload(workload_request);
+        shape_report.setup_s = seconds_since(setup_start);
       }
 
       std::vector<Candidate> candidates;  // parallel to shape_report.results
@@ -219,6 +231,8 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
           auto wait_start = Clock::now();
           const CompileResult& compiled = p.compiled.get();
           shape_report.compile_wait_s += seconds_since(wait_start);
+          if (timed_binaries.insert(compiled.key().hash).second)
+            shape_report.nvrtc_s += compiled.compile_seconds();
           LaunchGeometry geometry = space.geometry(p.config, shape);
           if (!compiled.ok()) {
             c.outcome = Outcome::compile_error;
@@ -232,8 +246,11 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
             candidate.cubin = compiled.binary().cubin;
             candidate.entry = space.kernel().entry;
             candidate.geometry = geometry;
+            // The best of this sweep only: an earlier run's times may have
+            // been taken with another cache method.
+            Cutoff cutoff{progress.best_us.value_or(0.0), options.cutoff_factor};
             auto gpu_start = Clock::now();
-            EvaluationResult result = worker->evaluate(candidate);
+            EvaluationResult result = worker->evaluate(candidate, cutoff);
             shape_report.gpu_s += seconds_since(gpu_start);
             c.outcome = result.outcome;
             c.reason = result.reason;
@@ -248,6 +265,8 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
                                         ? std::optional<double>(c.timing->median_us)
                                         : std::nullopt);
         ++shape_report.outcomes[c.outcome];
+        const bool cut = c.outcome == Outcome::ok && c.timing && c.timing->cut;
+        if (cut) ++shape_report.cut;
         ++progress.done;
         // Configs found already measured while refilling shrink what is left.
         progress.total = std::max(progress.done, std::min<std::uint64_t>(budget, shape_report.valid_configs) -
@@ -259,7 +278,9 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
         if (p.config == space.default_config()) shape_report.default_config = c;
         say(fmt::format("[{}/{}] {} {} {}", progress.done, progress.total, c.config, to_string(c.outcome),
                         c.timing && c.outcome == Outcome::ok
-                            ? fmt::format("{:.2f} us", c.timing->median_us)
+                            ? fmt::format("{:.2f} us{}", c.timing->median_us,
+                                          cut ? fmt::format(" (timing cut after {} launches)", c.timing->count)
+                                              : std::string())
                             : c.reason.substr(0, c.reason.find('\n'))));
         shape_report.results.push_back(std::move(c));
         candidates.push_back(std::move(candidate));
@@ -312,6 +333,28 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
   report.worker_replacements = worker ? worker->replacements() : 0;
   report.wall_s = seconds_since(sweep_start);
   return report;
+}
+
+SweepTotals sweep_totals(const SweepReport& report) {
+  SweepTotals t;
+  for (const ShapeReport& s : report.shapes) {
+    t.evaluated += s.results.size();
+    t.cut += static_cast<std::uint64_t>(std::max(0, s.cut));
+    t.gpu_s += s.gpu_s;
+    t.compile_wait_s += s.compile_wait_s;
+    t.setup_s += s.setup_s;
+    t.nvrtc_s += s.nvrtc_s;
+  }
+  t.wall_s = report.wall_s;
+  t.other_s = std::max(0.0, t.wall_s - t.gpu_s - t.compile_wait_s - t.setup_s);
+  t.compile_threads = report.compile_threads;
+  const auto n = static_cast<double>(t.evaluated);
+  if (t.evaluated > 0 && t.wall_s > 0) t.configs_per_s = n / t.wall_s;
+  if (t.evaluated > 0 && t.gpu_s > 0) t.gpu_limit_configs_per_s = n / t.gpu_s;
+  if (t.evaluated > 0 && t.nvrtc_s > 0 && t.compile_threads > 0)
+    t.compile_limit_configs_per_s = n / (t.nvrtc_s / t.compile_threads);
+  if (t.wall_s > 0) t.gpu_busy_fraction = t.gpu_s / t.wall_s;
+  return t;
 }
 
 }  // namespace mlatune

@@ -35,6 +35,10 @@ struct SweepOptions {
   std::optional<std::uint64_t> max_evals;   // per shape; unset = every valid config
   std::optional<std::uint64_t> seed;        // inputs and sampling; unset = fresh
   TimingOptions timing;
+  /// A candidate whose running median passes this multiple of the best
+  /// median so far at its shape stops being timed (Cutoff); 0: never.  Must
+  /// be 0 or above 1, so that a candidate faster than the best is never cut.
+  double cutoff_factor = 3.0;
   int retime_top = 5;                       // re-timed interleaved at the end
   int retime_rounds = 3;
   /// Serve times from a recorded sweep instead of a GPU (no compilation,
@@ -72,6 +76,8 @@ struct RetimedCandidate {
   TimingStats retimed;         // interleaved, at the end
 };
 
+/// One shape of a sweep: what was tried, what became of it, and where the
+/// time went.
 struct ShapeReport {
   std::string shape;
   std::uint64_t valid_configs = 0;
@@ -85,9 +91,15 @@ struct ShapeReport {
   std::optional<std::string> best_config;  // the store's best after this sweep
   std::optional<double> best_us;
   WorkloadInfo workload;
+  int cut = 0;             // of the ok results, timed with an early cut (TimingStats::cut)
   double wall_s = 0;
-  double gpu_s = 0;        // waiting on the worker
+  double gpu_s = 0;        // waiting on the worker: validation, timing, re-timing
   double compile_wait_s = 0;  // GPU side idle, waiting for a compilation
+  double setup_s = 0;      // setting up the workload (inputs, reference, floor)
+  /// NVRTC time of the compilations this shape needed first (a binary shared
+  /// with an earlier shape, or loaded from the database, counts nothing):
+  /// thread time summed over the compile pool, not wall time.
+  double nvrtc_s = 0;
 };
 
 struct SweepReport {
@@ -97,8 +109,36 @@ struct SweepReport {
   double wall_s = 0;
   std::uint64_t nvrtc_runs = 0;
   std::uint64_t binaries_reused = 0;  // from memory or the database
+  unsigned compile_threads = 0;
   int worker_replacements = 0;
 };
+
+/// A sweep's time split between compilation and the GPU, over all shapes:
+/// which of the two bounds the rate.  The parts of the wall time (gpu_s,
+/// compile_wait_s, setup_s, other_s) do not overlap and add up to wall_s;
+/// nvrtc_s runs on the compile threads alongside them.
+struct SweepTotals {
+  std::uint64_t evaluated = 0;  // candidates evaluated now, every outcome
+  std::uint64_t cut = 0;        // of those, timed with an early cut
+  double wall_s = 0;            // the whole sweep, end to end
+  double gpu_s = 0;             // waiting on the GPU worker
+  double compile_wait_s = 0;    // the GPU side idle, waiting for a compilation
+  double setup_s = 0;           // workload setup
+  double other_s = 0;           // the rest: store, strategy, re-timing setup, start and end
+  double nvrtc_s = 0;           // NVRTC thread time, summed over compilations
+  unsigned compile_threads = 0;
+  /// End to end: evaluated / wall_s.
+  std::optional<double> configs_per_s;
+  /// evaluated / gpu_s: the rate if the GPU worker were the only cost.
+  std::optional<double> gpu_limit_configs_per_s;
+  /// evaluated / (nvrtc_s / compile_threads): the rate if compilation,
+  /// spread over every compile thread, were the only cost.
+  std::optional<double> compile_limit_configs_per_s;
+  /// gpu_s / wall_s: how busy the GPU worker was kept.
+  std::optional<double> gpu_busy_fraction;
+};
+
+SweepTotals sweep_totals(const SweepReport& report);
 
 /// Runs the sweep.  `space_file` is recorded with the run (made absolute).
 /// `worker` must already report a usable GPU (Worker::probe_device); it may

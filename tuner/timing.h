@@ -1,6 +1,8 @@
 // How a candidate's time is measured and summarized: the cache method, the
-// repetition policy, and the statistics kept with every measurement.  No CUDA
-// here: these values travel between the tuner, the worker and the store.
+// repetition policy (when a timing phase stops, and why), and the statistics
+// kept with every measurement.  No CUDA here: these values travel between the
+// tuner, the worker and the store, and the policy is a pure function of the
+// samples and the elapsed time, so that it can be tested without a GPU.
 #pragma once
 #include <optional>
 #include <string>
@@ -21,10 +23,88 @@ std::optional<CacheMode> parse_cache_mode(std::string_view);
 /// How long to keep timing one candidate.
 struct TimingOptions {
   CacheMode cache = CacheMode::cold;
-  double budget_ms = 200.0;   // wall time per candidate for the timing phase
+  /// Wall time per candidate for the timing phase: the cap for a candidate
+  /// whose median does not settle.  A settled median stops sooner: after
+  /// min_repetitions and two calm checks one batch (about budget_ms / 10 of
+  /// launches) apart, so a kernel of w ms per launch settles within about
+  /// 10 w + 0.3 budget_ms (a 2 ms kernel: ~20 launches, ~43 ms).  At 100 ms
+  /// every kernel up to about 7 ms per launch can settle inside the budget;
+  /// slower ones are rarely within reach of the best, and are cut (Cutoff)
+  /// or capped at a few launches.  200 ms spent 30 ms more on every settled
+  /// candidate between 0.3 and 7 ms and left S2 (most candidates 1.6 ms or
+  /// slower) GPU-bound at 8 configs/s.
+  double budget_ms = 100.0;
   int max_repetitions = 2000;
   int min_repetitions = 10;
   double stability = 0.01;    // stop when the median moves less than this (relative)
+  /// Launches timed before a candidate may be cut (Cutoff): a median of 5
+  /// cold launches survives two outliers.
+  int cut_min_samples = 5;
+};
+
+/// An early end for a candidate that cannot win: once its running median
+/// exceeds `factor` × the fastest median measured so far at the shape, more
+/// launches would only refine the time of a config that will never be
+/// chosen.  Inactive (never cuts) unless both numbers are positive.
+struct Cutoff {
+  double best_us = 0.0;  // fastest median so far at this shape
+  double factor = 0.0;   // above 1, or 0: no cut
+  bool active() const { return best_us > 0 && factor > 0; }
+  double limit_us() const { return best_us * factor; }
+};
+
+/// Whether the samples so far show a hopeless candidate.
+struct CutVerdict {
+  bool cut = false;
+  double median_us = 0.0;  // of the samples judged; 0 when too few
+  double ratio = 0.0;      // median / best so far; 0 when too few or inactive
+};
+
+/// The cut decision: at least `min_samples` samples, and their median above
+/// cutoff.limit_us().  Never cuts with an inactive cutoff.
+CutVerdict judge_cut(const std::vector<double>& samples_us, const Cutoff& cutoff, int min_samples);
+
+/// The median of `values` (mean of the middle two for an even count); 0 when empty.
+double median_of(std::vector<double> values);
+
+/// Why a timing phase ended.
+enum class TimingStop {
+  more,         // not ended: time another batch
+  settled,      // the median moved less than the stability threshold twice in a row
+  budget,       // the time budget ran out first
+  repetitions,  // max_repetitions were taken first
+  cut,          // the running median passed the cutoff (Cutoff)
+};
+
+/// The repetition policy of one timing phase as a state machine: the
+/// evaluator times first_batch() launches, then calls after_batch() with
+/// every sample so far and the phase's elapsed wall time, and times
+/// next_batch() more until it says stop.
+class TimingSchedule {
+ public:
+  explicit TimingSchedule(TimingOptions options, Cutoff cutoff = {});
+
+  /// One launch: until a launch's duration is known, a slow kernel must not
+  /// outlast a heartbeat step.
+  int first_batch() const { return 1; }
+  TimingStop after_batch(const std::vector<double>& samples_us, double elapsed_ms);
+  /// Launches in the next batch (valid after after_batch() said more).
+  int next_batch() const { return next_batch_; }
+  TimingStop stop() const { return stop_; }
+  /// The cut decision that ended the phase (stop() == cut).
+  const CutVerdict& verdict() const { return verdict_; }
+  /// Why the phase ended, for the method text; empty when it settled.
+  /// E.g. "cut after 5 launches: median 4.1x the best so far (cutoff 3x)".
+  std::string stop_note(int launches) const;
+
+ private:
+  TimingOptions options_;
+  Cutoff cutoff_;
+  double previous_median_ = -1.0;
+  int calm_ = 0;
+  int next_batch_ = 1;
+  TimingStop stop_ = TimingStop::more;
+  CutVerdict verdict_;
 };
 
 /// Timing of one candidate: statistics of per-launch CUDA-event times.
@@ -38,6 +118,9 @@ struct TimingStats {
   CacheMode cache = CacheMode::cold;
   /// Whether the median settled before the budget ran out.
   bool stable = false;
+  /// Timing ended early because the candidate was hopeless (Cutoff): a real
+  /// measurement from fewer launches, never stable.
+  bool cut = false;
   /// "cuda-events per launch, L2 flushed (120 MiB written) before each; 412 launches"
   std::string method;
 };

@@ -144,7 +144,7 @@ MessageReader::Status MessageReader::read(json& message, std::optional<steady::t
 json encode(const TimingStats& t) {
   return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us},
           {"spread", t.spread},       {"count", t.count},   {"cache", to_string(t.cache)},
-          {"stable", t.stable},       {"method", t.method}};
+          {"stable", t.stable},       {"cut", t.cut},       {"method", t.method}};
 }
 
 TimingStats decode_timing(const json& j) {
@@ -158,8 +158,18 @@ TimingStats decode_timing(const json& j) {
   if (!cache) throw EnvironmentError("malformed message: unknown cache mode");
   t.cache = *cache;
   t.stable = j.at("stable").get<bool>();
+  t.cut = j.at("cut").get<bool>();
   t.method = j.at("method").get<std::string>();
   return t;
+}
+
+json encode(const Cutoff& c) { return {{"best_us", c.best_us}, {"factor", c.factor}}; }
+
+Cutoff decode_cutoff(const json& j) {
+  Cutoff c;
+  c.best_us = j.at("best_us").get<double>();
+  c.factor = j.at("factor").get<double>();
+  return c;
 }
 
 json encode(const EvaluationResult& r) {
@@ -492,7 +502,8 @@ json Worker::exchange_or_throw(const json& request, double step_timeout_s, std::
 
 double Worker::step_timeout_s() const {
   double reference_s = workload_ ? workload_->reference_us * 1e-6 : 0.0;
-  double budget_s = workload_request_ ? workload_request_->value("budget_ms", 200.0) / 1000.0 : 0.0;
+  double budget_s =
+      workload_request_ ? workload_request_->value("budget_ms", TimingOptions{}.budget_ms) / 1000.0 : 0.0;
   return std::max(options_.timeout_floor_s, options_.timeout_reference_multiple * reference_s) +
          budget_s;
 }
@@ -522,7 +533,8 @@ WorkloadInfo Worker::set_workload(const WorkloadRequest& request) {
                   {"budget_ms", request.timing.budget_ms},
                   {"max_repetitions", request.timing.max_repetitions},
                   {"min_repetitions", request.timing.min_repetitions},
-                  {"stability", request.timing.stability}};
+                  {"stability", request.timing.stability},
+                  {"cut_min_samples", request.timing.cut_min_samples}};
   workload_request_.reset();
   workload_.reset();
   json reply = exchange_or_throw(message, options_.setup_timeout_s, "setting up the workload");
@@ -538,11 +550,12 @@ WorkloadInfo Worker::set_workload(const WorkloadRequest& request) {
   return info;
 }
 
-EvaluationResult Worker::evaluate(const Candidate& candidate) {
+EvaluationResult Worker::evaluate(const Candidate& candidate, const Cutoff& cutoff) {
   if (!workload_request_) throw EnvironmentError("evaluate() before set_workload()");
   Failure failure{};
-  std::optional<json> reply = exchange(json{{"type", "evaluate"}, {"candidate", encode(candidate)}},
-                                       step_timeout_s(), failure);
+  json request = {{"type", "evaluate"}, {"candidate", encode(candidate)}};
+  if (cutoff.active()) request["cutoff"] = encode(cutoff);
+  std::optional<json> reply = exchange(request, step_timeout_s(), failure);
   if (!reply) {
     EvaluationResult result;
     result.outcome = failure.outcome;

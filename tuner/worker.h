@@ -57,10 +57,12 @@ nlohmann::json encode(const EvaluationResult&);
 nlohmann::json encode(const TimingStats&);
 nlohmann::json encode(const Candidate&);
 nlohmann::json encode(const DeviceProperties&);
+nlohmann::json encode(const Cutoff&);
 EvaluationResult decode_result(const nlohmann::json&);
 TimingStats decode_timing(const nlohmann::json&);
 Candidate decode_candidate(const nlohmann::json&);
 DeviceProperties decode_device(const nlohmann::json&);
+Cutoff decode_cutoff(const nlohmann::json&);
 
 // ---- the tuner's side -------------------------------------------------------------
 
@@ -119,9 +121,10 @@ class Worker {
   /// Sets up the workload; a replacement worker gets the same request, with
   /// the same seed.  Throws InputError / EnvironmentError as the worker reports.
   WorkloadInfo set_workload(const WorkloadRequest& request);
-  /// Evaluates one candidate.  Crash and timeout are results: the worker is
-  /// replaced before the next request.
-  EvaluationResult evaluate(const Candidate& candidate);
+  /// Evaluates one candidate; timing ends early once it is slower than an
+  /// active `cutoff` allows (TimingStats::cut).  Crash and timeout are
+  /// results: the worker is replaced before the next request.
+  EvaluationResult evaluate(const Candidate& candidate, const Cutoff& cutoff = {});
   /// Interleaved re-timing of validated candidates (drift guard at the end
   /// of a sweep).  Throws EnvironmentError if the worker fails meanwhile.
   std::vector<std::optional<TimingStats>> retime(const std::vector<Candidate>& candidates,

@@ -45,6 +45,7 @@ json handle_set_workload(Session& session, const json& request) {
   timing.max_repetitions = request.at("max_repetitions").get<int>();
   timing.min_repetitions = request.at("min_repetitions").get<int>();
   timing.stability = request.at("stability").get<double>();
+  timing.cut_min_samples = request.at("cut_min_samples").get<int>();
 
   session.space.emplace(SearchSpace::load(request.at("space").get<std::string>()));
   Shape shape = session.space->parse_shape(request.at("shape").get<std::string>());
@@ -89,8 +90,10 @@ int run_worker_server(int in_fd, int out_fd) {
         reply = handle_set_workload(session, request);
       } else if (type == "evaluate") {
         if (!session.evaluator) throw EnvironmentError("evaluate before set_workload");
+        Cutoff cutoff;
+        if (request.contains("cutoff")) cutoff = decode_cutoff(request.at("cutoff"));
         EvaluationResult result =
-            session.evaluator->evaluate(decode_candidate(request.at("candidate")), progress);
+            session.evaluator->evaluate(decode_candidate(request.at("candidate")), cutoff, progress);
         exit_after_reply = result.context_lost;
         reply = {{"type", "result"}, {"result", encode(result)}};
       } else if (type == "retime") {
