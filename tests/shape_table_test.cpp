@@ -7,11 +7,30 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+// Counts this thread's heap allocations, so a test can show that a lookup
+// makes none (every operator new of this program comes through here).
+namespace {
+thread_local std::size_t allocations = 0;
+}  // namespace
+
+// Not inlined: GCC would otherwise see free() of a pointer from operator new
+// at every inlined call site and warn (-Wmismatched-new-delete), although a
+// replaced pair of malloc/free operators is exactly what the standard allows.
+[[gnu::noinline]] void* operator new(std::size_t size) {
+  ++allocations;
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace mlatune {
 namespace {
@@ -63,6 +82,26 @@ TEST(ShapeTableTest, EntriesStayFoundAndInPlaceAsTheTableGrows) {
     EXPECT_EQ(e->value, value_of(shape_of(i)));
   }
   EXPECT_EQ(table.find(shape_of(2000)), nullptr);
+}
+
+TEST(ShapeTableTest, LookupsAllocateNothing) {
+  ShapeTable<std::string> table;
+  for (int i = 0; i < 100; ++i) table.insert(shape_of(i), value_of(shape_of(i)));
+  const Sizes absent{9, 9, 9, 9, 9};
+  std::vector<Sizes> shapes;
+  for (int i = 0; i < 100; ++i) shapes.push_back(shape_of(i));
+  const std::size_t before = allocations;
+  std::size_t found = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (const Sizes& s : shapes) found += table.find(s) != nullptr;  // memo misses: probes
+    for (int k = 0; k < 10; ++k) found += table.find(shapes[7]) != nullptr;  // memo hits
+    found += table.find(absent) != nullptr;
+  }
+  EXPECT_EQ(allocations - before, 0u);
+  EXPECT_EQ(found, 3u * 110u);
+  // The counter does count: an insert allocates (the entry and its shape).
+  table.insert(absent, "x");
+  EXPECT_GT(allocations - before, 0u);
 }
 
 TEST(ShapeTableTest, EveryTableHasItsOwnNeverReusedId) {
