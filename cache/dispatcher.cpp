@@ -5,14 +5,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <optional>
-#include <random>
 #include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "cache/shape_table.h"
 #include "cache/store.h"
 #include "tuner/compiler.h"
 #include "tuner/cuda.h"
@@ -20,35 +18,26 @@
 namespace mlatune {
 namespace {
 
-struct ShapeHash {
-  std::size_t operator()(const Shape& shape) const noexcept {
-    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the values
-    for (std::int64_t v : shape.values) {
-      h ^= static_cast<std::uint64_t>(v);
-      h *= 1099511628211ull;
-    }
-    return static_cast<std::size_t>(h);
-  }
-};
-
 /// A loaded cubin, shared by every shape whose choice names its key.
 struct KernelSlot {
   LoadedKernel kernel;
   std::int64_t dynamic_shared_allowed = 48 * 1024;  // what launches may use without opting in
 };
 
-/// Everything a launch at one shape needs, computed on its first launch.
+/// Everything a launch at one shape needs, computed on its first launch and
+/// never changed after (a hit reads it without a lock).  What a hit reads
+/// comes first.
 struct Prepared {
-  Choice choice;
   const KernelSlot* slot = nullptr;  // null when `error` is set
   std::int64_t grid[3] = {1, 1, 1};
   std::int64_t block[3] = {1, 1, 1};
   std::int64_t shared_bytes = 0;
+  std::size_t buffer_count = 0;
   /// Per kernel argument: the index among the caller's buffers, or -1 for a
   /// scalar whose value lives in scalars[i].
   std::vector<int> buffer_index;
   std::vector<std::uint64_t> scalars;  // 8 aligned bytes per argument
-  std::size_t buffer_count = 0;
+  Choice choice;
   std::string error;
   bool input_error = false;  // no config can run the shape (the caller's input)
 };
@@ -76,38 +65,38 @@ struct Dispatcher::Impl {
   std::map<BinaryKey, std::unique_ptr<KernelSlot>> kernels;  // under slow_mutex
   std::optional<std::int64_t> kernel_id, device_id;           // under slow_mutex
 
-  mutable std::shared_mutex map_mutex;
-  std::unordered_map<Shape, std::unique_ptr<Prepared>, ShapeHash> prepared;
+  ShapeTable<Prepared> prepared;  // every shape launched (or refused) so far
 
   std::atomic<std::uint64_t> shapes{0}, binaries_loaded{0}, binaries_from_store{0}, compiles{0},
       binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0};
 
   Impl(Store s) : store(std::move(s)) {}
 
-  const Prepared* find(const Shape& shape) const {
-    std::shared_lock lock(map_mutex);
-    auto it = prepared.find(shape);
-    return it == prepared.end() ? nullptr : it->second.get();
+  const Prepared* find(std::span<const std::int64_t> shape) const {
+    const auto* entry = prepared.find(shape);
+    return entry ? &entry->value : nullptr;
   }
 
-  const Prepared& get(const Shape& shape) {
-    if (const Prepared* p = find(shape)) return *p;
+  // The hit path: no lock, no allocation.
+  const Prepared& get(std::span<const std::int64_t> shape) {
+    if (const auto* entry = prepared.find(shape)) return entry->value;
+    return first_use(shape);
+  }
+
+  const Prepared& first_use(std::span<const std::int64_t> values) {
     std::lock_guard slow(slow_mutex);
-    if (const Prepared* p = find(shape)) return *p;  // another thread prepared it meanwhile
-    auto made = std::make_unique<Prepared>();
-    prepare(shape, *made);
-    const Prepared* result = made.get();
-    {
-      std::unique_lock lock(map_mutex);
-      prepared.emplace(shape, std::move(made));
-    }
+    if (const auto* entry = prepared.find(values)) return entry->value;  // another thread prepared it meanwhile
+    const Shape shape{{values.begin(), values.end()}};
+    Prepared made;
+    prepare(shape, made);
+    const Prepared& result = prepared.insert(values, std::move(made)).value;
     ++shapes;
     if (log)
       std::fprintf(stderr, "mlatune dispatch: %s %s: %s\n", space->kernel_name().c_str(),
                    space->shape_string(shape).c_str(),
-                   result->error.empty() ? (result->choice.config_text + " (" + result->choice.explanation + ")").c_str()
-                                         : result->error.c_str());
-    return *result;
+                   result.error.empty() ? (result.choice.config_text + " (" + result.choice.explanation + ")").c_str()
+                                        : result.error.c_str());
+    return result;
   }
 
   void prepare(const Shape& shape, Prepared& p) {
@@ -281,14 +270,14 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   return std::unique_ptr<Dispatcher>(new Dispatcher(std::move(impl)));
 }
 
-void Dispatcher::launch(const Shape& shape, void** arguments, void* stream) {
+void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, void* stream) {
   const Prepared& p = impl_->get(shape);
   if (!p.slot) Impl::fail(p);
   Impl::check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, arguments, stream));
 }
 
-void Dispatcher::launch_buffers(const Shape& shape, void* const* buffers, std::size_t buffer_count,
-                                void* stream) {
+void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const* buffers,
+                                std::size_t buffer_count, void* stream) {
   const Prepared& p = impl_->get(shape);
   if (!p.slot) Impl::fail(p);
   if (buffer_count != p.buffer_count)
@@ -313,7 +302,7 @@ void Dispatcher::launch_buffers(const Shape& shape, void* const* buffers, std::s
 
 DispatchDescription Dispatcher::describe(const Shape& shape) const {
   DispatchDescription d;
-  if (const Prepared* p = impl_->find(shape))
+  if (const Prepared* p = impl_->find(shape.values))
     d.choice = p->choice;
   else
     d.choice = impl_->index->choose(shape);

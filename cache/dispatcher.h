@@ -8,7 +8,9 @@
 // storing it when the database is writable), evaluates the launch geometry
 // and scalar arguments, and records a miss for an untuned shape (once per
 // shape and process) so that `mlatune tune --misses` tunes it.  Every later
-// launch of that shape is one shared-lock hash lookup and cudaLaunchKernel.
+// launch of that shape (a cache hit) takes no lock and allocates nothing: a
+// look in the calling thread's memo of its last shapes, or else a lock-free
+// probe of the shape table (cache/shape_table.h), then cudaLaunchKernel.
 // Tuning never happens here.
 //
 // Thread safety: every member function may be called from many threads at
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -69,11 +72,18 @@ class Dispatcher {
   /// Throws InputError when no config can run the shape, EnvironmentError
   /// when its binary cannot be compiled or loaded, CudaError when the launch
   /// call fails.  Asynchronous like any launch.
-  void launch(const Shape& shape, void** arguments, void* stream);
+  void launch(std::span<const std::int64_t> shape, void** arguments, void* stream);
+  void launch(const Shape& shape, void** arguments, void* stream) {
+    launch(std::span<const std::int64_t>(shape.values), arguments, stream);
+  }
   /// Same, with only the buffer arguments (device pointers, in the order the
   /// space lists its buffers); scalar arguments are evaluated from the shape
   /// once and supplied by the dispatcher.
-  void launch_buffers(const Shape& shape, void* const* buffers, std::size_t buffer_count, void* stream);
+  void launch_buffers(std::span<const std::int64_t> shape, void* const* buffers, std::size_t buffer_count,
+                      void* stream);
+  void launch_buffers(const Shape& shape, void* const* buffers, std::size_t buffer_count, void* stream) {
+    launch_buffers(std::span<const std::int64_t>(shape.values), buffers, buffer_count, stream);
+  }
 
   /// The choice for `shape` (from the index; no GPU work, no miss recorded).
   DispatchDescription describe(const Shape& shape) const;

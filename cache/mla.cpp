@@ -1,9 +1,20 @@
 #include "cache/mla.h"
 
+#include <span>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 namespace mlatune {
+namespace {
+
+void check_sizes(int B, int T, int H, int D, int R) {
+  if (B <= 0 || T <= 0 || H <= 0 || D <= 0 || R <= 0)
+    throw InputError(fmt::format("fused MLA attention sizes must be positive: B={} T={} H={} D={} R={}", B, T,
+                                 H, D, R));
+}
+
+}  // namespace
 
 MlaAttention::MlaAttention(Dispatcher& dispatcher) : dispatcher_(&dispatcher) {
   const SearchSpace& space = dispatcher.space();
@@ -28,9 +39,7 @@ MlaAttention::MlaAttention(Dispatcher& dispatcher) : dispatcher_(&dispatcher) {
 }
 
 Shape MlaAttention::shape(int B, int T, int H, int D, int R) const {
-  if (B <= 0 || T <= 0 || H <= 0 || D <= 0 || R <= 0)
-    throw InputError(fmt::format("fused MLA attention sizes must be positive: B={} T={} H={} D={} R={}", B, T,
-                                 H, D, R));
+  check_sizes(B, T, H, D, R);
   return Shape{{B, T, H, D, R}};
 }
 
@@ -40,7 +49,10 @@ void MlaAttention::operator()(const float* q, const float* kv_latent, const floa
   // The kernel reads through these; the launch API takes untyped pointers.
   void* const buffers[5] = {const_cast<float*>(q), const_cast<float*>(kv_latent), const_cast<float*>(w_up_k),
                             const_cast<float*>(w_up_v), out};
-  dispatcher_->launch_buffers(shape(B, T, H, D, R), buffers, 5, stream);
+  check_sizes(B, T, H, D, R);
+  // On the stack: a cache hit allocates nothing.
+  const std::int64_t sizes[5] = {B, T, H, D, R};
+  dispatcher_->launch_buffers(std::span<const std::int64_t>(sizes), buffers, 5, stream);
 }
 
 void fused_mla_attention(Dispatcher& dispatcher, const float* q, const float* kv_latent,

@@ -280,6 +280,46 @@ TEST_F(DispatchIndexTest, BinariesOfAnotherArchitectureAreNeverUsed) {
   EXPECT_FALSE(idx.stored_binary(store, choice));
 }
 
+TEST_F(DispatchIndexTest, ABinaryLabelledForAnotherToolchainTemplateOrKernelIsRefused) {
+  tune("N=1000,M=16", vector_config, 2.0, h200);
+  DispatchIndex idx = index();
+  Choice choice = idx.choose(space_->parse_shape("N=1000,M=16"));
+  ASSERT_EQ(choice.reason, ChoiceReason::hit);
+  CompiledBinary compiled;
+  compiled.key = choice.binary;
+  compiled.cubin = std::string("\x7f" "ELF-sm_90", 10);
+  compiled.arch = "sm_90";
+  compiled.entry = space_->kernel().entry;
+  const BinaryRecord good = idx.binary_record(compiled);
+
+  struct Mislabel {
+    const char* what;
+    void (*apply)(BinaryRecord&);
+  };
+  const Mislabel mislabels[] = {
+      {"another NVRTC", [](BinaryRecord& r) { r.nvrtc_version = "0.0"; }},
+      {"another template version", [](BinaryRecord& r) { r.template_hash = "0123456789abcdef0123456789abcdef"; }},
+      {"another kernel", [](BinaryRecord& r) { r.kernel_name = "other"; }},
+      {"no bytes", [](BinaryRecord& r) { r.cubin.clear(); }},
+  };
+  int n = 0;
+  for (const Mislabel& mislabel : mislabels) {
+    SCOPED_TRACE(mislabel.what);
+    // A store of its own each: a key already stored is never replaced.
+    const fs::path db = dir_ / ("mislabelled_" + std::to_string(n++) + ".db");
+    BinaryRecord record = good;
+    mislabel.apply(record);
+    Store::open(db).put_binary(record);
+    Store store = Store::open(db, StoreMode::read_only);
+    ASSERT_TRUE(store.get_binary(choice.binary.hash)) << "the record is there";
+    EXPECT_FALSE(idx.stored_binary(store, choice)) << "and refused";
+  }
+  const fs::path db = dir_ / "labelled.db";
+  Store::open(db).put_binary(good);
+  Store store = Store::open(db, StoreMode::read_only);
+  EXPECT_TRUE(idx.stored_binary(store, choice)) << "the same record, rightly labelled, is used";
+}
+
 TEST_F(DispatchIndexTest, OtherKernelFamiliesAreNotCounted) {
   tune("N=1000,M=16", vector_config, 2.0, h200, KernelInfo{"other", "t", "d"});
   DispatchIndex idx = index();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "cache/mla.h"
 #include "cache/mla_c_api.h"
 #include "cache/store.h"
+#include "tuner/compiler.h"
 #include "tuner/cuda.h"
 #include "tuner/space.h"
 #include "tuner/workload.h"
@@ -202,11 +204,17 @@ TEST_F(GpuDispatchTest, RandomShapesThroughTheCApiMatchTheFloat64Reference) {
 
 TEST_F(GpuDispatchTest, ManyThreadsDispatchAtOnce) {
   const fs::path db = dir_ / "threads.db";
-  const std::vector<Dims> dims = {{2, 32, 4, 16, 24}, {1, 1, 8, 24, 22}, {1, 1500, 8, 32, 64}, {3, 100, 4, 48, 50}};
+  // Six shapes, more than a thread's memo holds, so lookups also go through
+  // the shared table while other threads insert into it.  The last two share
+  // (H, D, R) and so binaries with earlier ones.
+  const std::vector<Dims> dims = {{2, 32, 4, 16, 24}, {1, 1, 8, 24, 22},   {1, 1500, 8, 32, 64},
+                                  {3, 100, 4, 48, 50}, {1, 7, 4, 16, 24}, {2, 333, 8, 32, 64}};
   std::mt19937_64 rng(3);
   if (std::optional<Config> c = space_->sample(shape(dims[0]), rng)) tune(db, shape(dims[0]), *c);
-  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file);
-  const MlaAttention mla(*dispatcher);
+  // Two dispatchers on one database, used by every thread in turn: each must
+  // prepare every shape itself (a thread's memo never answers for the other).
+  std::unique_ptr<Dispatcher> dispatchers[2] = {Dispatcher::open(db, space_file), Dispatcher::open(db, space_file)};
+  const MlaAttention mla[2] = {MlaAttention(*dispatchers[0]), MlaAttention(*dispatchers[1])};
   std::vector<std::unique_ptr<Workload>> workloads;
   std::set<std::string> binaries;
   for (std::size_t i = 0; i < dims.size(); ++i) {
@@ -216,22 +224,24 @@ TEST_F(GpuDispatchTest, ManyThreadsDispatchAtOnce) {
     workloads.push_back(std::make_unique<Workload>(*space_, shape(dims[i]), options));
     workloads.back()->poison_outputs();
     workloads.back()->stream().synchronize();
-    binaries.insert(dispatcher->describe(shape(dims[i])).choice.binary.hash);
+    binaries.insert(dispatchers[0]->describe(shape(dims[i])).choice.binary.hash);
   }
   // Every thread starts on a different shape, so first uses race each other.
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      for (int k = 0; k < 50; ++k) {
+      for (int k = 0; k < 60; ++k) {
         std::size_t i = static_cast<std::size_t>(t + k) % dims.size();
         const Dims& d = dims[i];
         void** args = workloads[i]->arguments(0);
         auto ptr = [&](int a) { return *static_cast<float**>(args[a]); };
         try {
-          mla(ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), d.B, d.T, d.H, d.D, d.R, workloads[i]->stream().get());
-        } catch (const Error&) {
+          const MlaAttention& entry = mla[(static_cast<std::size_t>(k) / dims.size() + static_cast<std::size_t>(t)) % 2];
+          entry(ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), d.B, d.T, d.H, d.D, d.R, workloads[i]->stream().get());
+        } catch (const Error& e) {
           ++failures;
+          std::fprintf(stderr, "thread %d: %s\n", t, e.what());
         }
       }
     });
@@ -240,16 +250,94 @@ TEST_F(GpuDispatchTest, ManyThreadsDispatchAtOnce) {
   EXPECT_EQ(failures.load(), 0);
   for (std::size_t i = 0; i < dims.size(); ++i) {
     ValidationStats stats = workloads[i]->compare(0);
+    EXPECT_EQ(stats.nonfinite, 0u) << space_->shape_string(shape(dims[i]));
     EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << space_->shape_string(shape(dims[i]));
   }
-  DispatcherStats stats = dispatcher->stats();
-  EXPECT_EQ(stats.shapes, dims.size());
-  EXPECT_EQ(stats.compiles, binaries.size()) << "each binary compiled once despite the races";
-  EXPECT_EQ(stats.binaries_loaded, binaries.size());
+  for (const auto& dispatcher : dispatchers) {
+    DispatcherStats stats = dispatcher->stats();
+    EXPECT_EQ(stats.shapes, dims.size());
+    // Each binary is loaded once per dispatcher despite the races; it comes
+    // from NVRTC or from the store (where the other dispatcher may have put it).
+    EXPECT_EQ(stats.binaries_loaded, binaries.size());
+    EXPECT_EQ(stats.compiles + stats.binaries_from_store, binaries.size());
+    EXPECT_EQ(dispatcher->describe(shape(dims[0])).choice.reason, ChoiceReason::hit);
+  }
+}
+
+// A record stored under the key of this GPU's binary but labelled for another
+// architecture, NVRTC or template version is never loaded: the dispatcher
+// compiles instead.  Its bytes are a real cubin of another architecture, which
+// this GPU could not run.
+TEST_F(GpuDispatchTest, BinariesOfAnotherArchitectureToolchainOrTemplateAreNeverLoaded) {
+  const Dims d{2, 48, 4, 16, 24};
+  const Config& config = space_->default_config();
+  // The newest architecture older than this GPU's: its cubin cannot run here.
+  auto number = [](const std::string& arch) { return std::stoi(arch.substr(3)); };  // "sm_90" -> 90
+  std::string other_arch;
+  for (const std::string& arch : supported_architectures())
+    if (number(arch) < number(device_.arch) && (other_arch.empty() || number(arch) > number(other_arch)))
+      other_arch = arch;
+  if (other_arch.empty()) GTEST_SKIP() << "this NVRTC has no architecture older than " << device_.arch;
+  CompileResult foreign = Compiler().compile(compile_request(*space_, config, shape(d), other_arch));
+  ASSERT_TRUE(foreign.ok()) << foreign.failure().message;
+
+  struct Mislabel {
+    const char* what;
+    void (*apply)(BinaryRecord&, const std::string&);
+  };
+  const Mislabel mislabels[] = {
+      {"another architecture", [](BinaryRecord& r, const std::string& other) { r.arch = other; }},
+      {"another NVRTC", [](BinaryRecord& r, const std::string&) { r.nvrtc_version = "0.0"; }},
+      {"another template version",
+       [](BinaryRecord& r, const std::string&) { r.template_hash = "0123456789abcdef0123456789abcdef"; }},
+  };
+  for (const Mislabel& mislabel : mislabels) {
+    SCOPED_TRACE(mislabel.what);
+    const fs::path db = dir_ / (std::string("foreign_") + std::to_string(&mislabel - mislabels) + ".db");
+    tune(db, shape(d), config);
+    DispatcherOptions read_only;
+    read_only.read_only = true;  // the planted record stays as it is
+    std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file, read_only);
+    const Choice choice = dispatcher->describe(shape(d)).choice;
+    ASSERT_EQ(choice.reason, ChoiceReason::hit);
+    BinaryRecord planted;
+    planted.key = choice.binary.hash;  // where this GPU's binary would be
+    planted.kernel_name = space_->kernel_name();
+    planted.template_hash = space_->template_hash();
+    planted.nvrtc_version = ToolchainInfo::current().nvrtc_version;
+    planted.arch = device_.arch;
+    planted.cubin.assign(foreign.binary().cubin.begin(), foreign.binary().cubin.end());
+    mislabel.apply(planted, other_arch);
+    Store::open(db).put_binary(planted);
+
+    WorkloadOptions options;
+    options.seed = 21;
+    options.validation_sets = 1;
+    Workload workload(*space_, shape(d), options);
+    workload.poison_outputs();
+    const MlaAttention mla(*dispatcher);
+    void** args = workload.arguments(0);
+    auto ptr = [&](int i) { return *static_cast<float**>(args[i]); };
+    ASSERT_NO_THROW(mla(ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), d.B, d.T, d.H, d.D, d.R, workload.stream().get()));
+    ValidationStats stats = workload.compare(0);
+    EXPECT_EQ(stats.nonfinite, 0u);
+    EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2);
+    DispatcherStats counts = dispatcher->stats();
+    EXPECT_EQ(counts.binaries_from_store, 0u) << "the planted record was loaded";
+    EXPECT_EQ(counts.compiles, 1u);
+    EXPECT_EQ(counts.binaries_loaded, 1u);
+    Store store = Store::open(db, StoreMode::read_only);
+    std::optional<BinaryRecord> kept = store.get_binary(choice.binary.hash);
+    ASSERT_TRUE(kept);
+    EXPECT_EQ(kept->cubin, planted.cubin) << "a read-only dispatcher stores nothing";
+  }
 }
 
 // The child half of FirstUseOfAStoredShapeInANewProcess: runs only when the
-// parent sets MLATUNE_FIRST_USE_DB.
+// parent sets MLATUNE_FIRST_USE_DB.  Prints (and records as test properties)
+// the host time of Dispatcher::open, of the first dispatch of the stored
+// shape (index lookup, cubin read from the database and loaded, geometry),
+// and of the second (a hit).
 TEST_F(GpuDispatchTest, FirstUseChild) {
   const char* db = std::getenv("MLATUNE_FIRST_USE_DB");
   if (!db) GTEST_SKIP() << "runs only as the child of FirstUseOfAStoredShapeInANewProcess";
@@ -262,36 +350,45 @@ TEST_F(GpuDispatchTest, FirstUseChild) {
   workload.stream().synchronize();
   void** args = workload.arguments(0);
   auto ptr = [&](int i) { return *static_cast<float**>(args[i]); };
+  using clock = std::chrono::steady_clock;
 
-  auto t0 = std::chrono::steady_clock::now();
-  mlatune_dispatcher* handle = nullptr;
-  ASSERT_EQ(mlatune_open(db, space_file.c_str(), &handle), MLATUNE_OK) << mlatune_last_error(nullptr);
-  auto t1 = std::chrono::steady_clock::now();
-  ASSERT_EQ(mlatune_fused_mla_attention(handle, ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), d.B, d.T, d.H, d.D, d.R,
-                                        workload.stream().get()),
-            MLATUNE_OK)
-      << mlatune_last_error(handle);
-  auto t2 = std::chrono::steady_clock::now();
+  const auto t0 = clock::now();
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file);
+  const auto t1 = clock::now();
+  const MlaAttention mla(*dispatcher);
+  mla(ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), d.B, d.T, d.H, d.D, d.R, workload.stream().get());
+  const auto t2 = clock::now();
   workload.stream().synchronize();
-  auto t3 = std::chrono::steady_clock::now();
-  auto t4 = t3;
-  ASSERT_EQ(mlatune_fused_mla_attention(handle, ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), d.B, d.T, d.H, d.D, d.R,
-                                        workload.stream().get()),
-            MLATUNE_OK);
-  auto t5 = std::chrono::steady_clock::now();
-  unsigned long long compiles = 99;
-  ASSERT_EQ(mlatune_compile_count(handle, &compiles), MLATUNE_OK);
-  EXPECT_EQ(compiles, 0u) << "a stored shape must load its binary, not compile it";
-  char choice[1024];
-  ASSERT_EQ(mlatune_choice(handle, d.B, d.T, d.H, d.D, d.R, choice, sizeof choice), MLATUNE_OK);
-  EXPECT_EQ(std::string(choice).rfind("hit ", 0), 0u) << choice;
-  ValidationStats stats = workload.compare(0);
-  EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2);
-  mlatune_close(handle);
-  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  std::printf("first use in a new process: open %.2f ms (probe, index), first launch %.3f ms host "
-              "(binary loaded from the database, no NVRTC), %.3f ms to completion; second launch %.4f ms host\n",
-              ms(t0, t1), ms(t1, t2), ms(t1, t3), ms(t4, t5));
+  const auto t3 = clock::now();
+  mla(ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), d.B, d.T, d.H, d.D, d.R, workload.stream().get());
+  const auto t4 = clock::now();
+  workload.stream().synchronize();
+
+  const DispatcherStats stats = dispatcher->stats();
+  EXPECT_EQ(stats.compiles, 0u) << "a stored shape must load its binary, not compile it";
+  EXPECT_EQ(stats.binaries_from_store, 1u);
+  EXPECT_EQ(stats.binaries_loaded, 1u);
+  EXPECT_EQ(dispatcher->describe(shape(d)).choice.reason, ChoiceReason::hit);
+  ValidationStats validation = workload.compare(0);
+  EXPECT_EQ(validation.nonfinite, 0u);
+  EXPECT_LE(validation.relative_l2, space_->tolerance().relative_l2);
+
+  auto us = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  RecordProperty("open_us", static_cast<int>(us(t0, t1)));
+  RecordProperty("first_dispatch_host_us", static_cast<int>(us(t1, t2)));
+  RecordProperty("second_dispatch_host_us", static_cast<int>(us(t3, t4)));
+  RecordProperty("compiles", static_cast<int>(stats.compiles));
+  std::printf("first use of a stored shape in a new process (%s), host time:\n"
+              "  Dispatcher::open          %10.1f us  (GPU probe, space, database, index)\n"
+              "  first dispatch            %10.1f us  (choice, cubin from the database, load, launch; "
+              "%llu NVRTC compiles)\n"
+              "  first kernel completed    %10.1f us  after the first dispatch began\n"
+              "  second dispatch (a hit)   %10.1f us\n",
+              space_->shape_string(shape(d)).c_str(), us(t0, t1), us(t1, t2),
+              static_cast<unsigned long long>(stats.compiles), us(t1, t3), us(t3, t4));
+  std::fflush(stdout);
 }
 
 TEST_F(GpuDispatchTest, FirstUseOfAStoredShapeInANewProcess) {

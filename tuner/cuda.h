@@ -171,6 +171,9 @@ class LoadedKernel {
   LoadedKernel& operator=(const LoadedKernel&) = delete;
 
   const std::string& entry() const { return entry_; }
+  /// The cudaKernel_t, as an opaque pointer: for a caller that launches it
+  /// with cudaLaunchKernel itself (the benchmark's raw baseline).
+  void* handle() const { return kernel_; }
   KernelAttributes attributes() const;
   /// cudaFuncAttributeMaxDynamicSharedMemorySize; returns the runtime's error
   /// code (0 on success) because a refusal is a property of the config.
