@@ -51,6 +51,7 @@ struct TuneOptions {
   double budget_ms = TimingOptions{}.budget_ms;
   double cutoff = SweepOptions{}.cutoff_factor;
   int cut_after = TimingOptions{}.cut_min_samples;
+  std::vector<std::string> where;  // extra constraints on the candidates
 };
 
 /// One config's compilation, as the report shows it.
@@ -256,10 +257,18 @@ class ProgressPrinter {
   std::chrono::steady_clock::time_point drawn_{};
 };
 
+/// The space with `--where` constraints added, or nothing when there are none.
+std::optional<SearchSpace> restricted_space(const SearchSpace& space, const TuneOptions& options) {
+  if (options.where.empty()) return std::nullopt;
+  return space.restrict(options.where);
+}
+
 void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
                           const std::vector<ShapeWork>& work, Worker* worker, const DeviceInfo& device,
                           const std::string& arch, const std::filesystem::path& database) {
   SweepOptions sweep;
+  const std::optional<SearchSpace> candidates = restricted_space(space, options);
+  if (candidates) sweep.candidates = &*candidates;
   sweep.strategy = parse_strategy_kind(options.strategy);
   std::optional<ReplayData> replay;
   if (!options.replay.empty()) {
@@ -491,8 +500,10 @@ void run_tune(const TuneOptions& options) {
   // Everything is queued first so that the pool never idles between shapes;
   // configs that compile to the same binary (shape variables that are not
   // compiled in) are compiled once.
+  const std::optional<SearchSpace> restricted = restricted_space(space, options);
+  const SearchSpace& candidates = restricted ? *restricted : space;
   for (ShapeWork& shape_work : work) {
-    space.for_each_valid(shape_work.shape, [&](const Config& config) {
+    candidates.for_each_valid(shape_work.shape, [&](const Config& config) {
       CompileRequest request = compile_request(space, config, shape_work.shape, arch);
       std::string config_text = request.config;
       shape_work.rows.push_back({std::move(config_text), pool.submit(std::move(request))});
@@ -602,6 +613,9 @@ void add_tune_commands(CLI::App& app) {
                    "per shape: evaluate a uniform random subset of this many valid configs")
       ->check(CLI::PositiveNumber);
   tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)");
+  tune->add_option("--where", options->where,
+                   "only configs that also satisfy this constraint, e.g. \"ALGORITHM == tf32x3\" "
+                   "(repeatable); results are stored under the space itself");
   tune->add_flag("--misses", options->misses,
                  "tune the shapes the runtime dispatcher was asked for but had no tuned entry for "
                  "(recorded in the database)");

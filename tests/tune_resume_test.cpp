@@ -132,6 +132,43 @@ TEST(TuneReplay, ARunOfTheDatabaseCanBeReplayed) {
   fs::remove_all(dir);
 }
 
+// `tune --where` searches a subspace and records under the space itself:
+// exactly the tf32x3 configs at S1 are evaluated, and they are the space's
+// results (the dispatcher's best query finds them).
+TEST(TuneWhere, ASubspaceIsSweptAndRecordedUnderTheSpace) {
+  fs::path dir = fs::temp_directory_path() / ("mlatune_where_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path db = dir / "where.db";
+  SearchSpace space = SearchSpace::load(space_file);
+  SearchSpace tc = space.restrict({"ALGORITHM == tf32x3"});
+  const Shape shape = space.parse_shape(shape_text);
+  const std::uint64_t expected = tc.count(shape);
+  ASSERT_GT(expected, 0u);
+  ASSERT_LT(expected, space.count(shape));
+  int status = 0;
+  waitpid(start_tune(db, {"--replay", replay_file.string(), "--where", "ALGORITHM == tf32x3"}), &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  Store store = Store::open(db, StoreMode::read_only);
+  std::uint64_t count = 0;
+  for (const MeasurementRecord& r : store.measurements({"fused_mla_attention", shape_text})) {
+    EXPECT_EQ(r.measurement.config.rfind("ALGORITHM=tf32x3,", 0), 0u) << r.measurement.config;
+    ++count;
+  }
+  EXPECT_EQ(count, expected);
+  // The best entry is kept for the space itself (the kernel record the
+  // dispatcher looks up), and it is a tf32x3 config.
+  bool found = false;
+  for (const BestRecord& record : store.all_best()) {
+    if (record.kernel.definition_hash != space.definition_hash() || record.entry.shape != shape_text) continue;
+    found = true;
+    EXPECT_EQ(record.entry.config.rfind("ALGORITHM=tf32x3,", 0), 0u) << record.entry.config;
+  }
+  EXPECT_TRUE(found);
+  fs::remove_all(dir);
+}
+
 // `tune --misses` tunes exactly the shapes the dispatcher recorded as
 // untuned: here one miss (S1) and a miss of another kernel family.
 TEST(TuneMisses, TunesTheShapesTheDispatcherMissed) {

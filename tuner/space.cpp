@@ -8,6 +8,7 @@
 
 #include "tuner/embedded.h"
 #include "tuner/hash.h"
+#include "tuner/space_edit.h"
 #include "tuner/space_impl.h"
 
 namespace mlatune {
@@ -161,6 +162,16 @@ SearchSpace SearchSpace::parse(std::string_view text, const std::string& file_na
                                const std::filesystem::path& base_dir) {
   SearchSpace space;
   space.impl_ = parse_space(text, file_name, base_dir);
+  return space;
+}
+
+SearchSpace SearchSpace::restrict(const std::vector<std::string>& constraints) const {
+  const std::string name = impl_->file_name + " (restricted)";
+  std::string text = impl_->text;
+  for (const std::string& expression : constraints) text = edit_add_constraint(text, name, expression);
+  SearchSpace space;
+  space.impl_ =
+      parse_space(text, name, std::filesystem::path(impl_->file_name).parent_path(), false);
   return space;
 }
 

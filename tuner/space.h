@@ -147,6 +147,10 @@ class SearchSpace {
   /// resolve the template paths.
   static SearchSpace parse(std::string_view text, const std::string& file_name,
                            const std::filesystem::path& base_dir);
+  /// This space with extra constraints (same parameters, so configs carry
+  /// over): a subspace to search.  Its default shapes may have no valid
+  /// config.  Throws InputError for a bad expression.
+  SearchSpace restrict(const std::vector<std::string>& constraints) const;
 
   SearchSpace(SearchSpace&&) noexcept;
   SearchSpace& operator=(SearchSpace&&) noexcept;

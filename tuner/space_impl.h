@@ -118,8 +118,10 @@ class SearchSpace::Impl : public SpaceData {
   mutable std::map<Shape, std::uint64_t> count_cache_;
 };
 
-/// Reads a space (space_parse.cpp).
+/// Reads a space (space_parse.cpp).  `check_defaults`: require a valid
+/// config at every default shape (off for a subspace made by restrict()).
 std::unique_ptr<SearchSpace::Impl> parse_space(std::string_view text, const std::string& file_name,
-                                               const std::filesystem::path& base_dir);
+                                               const std::filesystem::path& base_dir,
+                                               bool check_defaults = true);
 
 }  // namespace mlatune

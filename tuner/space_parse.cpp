@@ -46,8 +46,9 @@ enum class Scope { shape_only, full };
 
 class Reader {
  public:
-  Reader(std::string_view text, std::string file_name, fs::path base_dir)
-      : text_(text), base_dir_(std::move(base_dir)), space_(std::make_unique<SearchSpace::Impl>()) {
+  Reader(std::string_view text, std::string file_name, fs::path base_dir, bool check_defaults)
+      : text_(text), base_dir_(std::move(base_dir)), check_defaults_(check_defaults),
+        space_(std::make_unique<SearchSpace::Impl>()) {
     space_->file_name = std::move(file_name);
     space_->text = std::string(text);
   }
@@ -239,6 +240,7 @@ class Reader {
 
   std::string_view text_;
   fs::path base_dir_;
+  bool check_defaults_;
   std::unique_ptr<SearchSpace::Impl> space_;
   std::map<std::string, std::pair<std::string, SourceLocation>> names_;
   std::vector<std::pair<std::size_t, std::vector<SourceLocation>>> pending_values_;
@@ -620,16 +622,17 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
 
   s.adopt_expressions();
   s.plan_enumeration();
-  check_default_shapes();
+  if (check_defaults_) check_default_shapes();
   return std::move(space_);
 }
 
 }  // namespace
 
 std::unique_ptr<SearchSpace::Impl> parse_space(std::string_view text, const std::string& file_name,
-                                               const std::filesystem::path& base_dir) {
+                                               const std::filesystem::path& base_dir,
+                                               bool check_defaults) {
   try {
-    return Reader(text, file_name, base_dir).read();
+    return Reader(text, file_name, base_dir, check_defaults).read();
   } catch (const YAML::Exception& error) {
     // Defensive: node accessors may throw on shapes of YAML not foreseen above.
     throw InputError(SourceLocation{file_name, error.mark.line + 1, error.mark.column + 1},

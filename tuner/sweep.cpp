@@ -134,10 +134,11 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
       const auto shape_start = Clock::now();
       ShapeReport shape_report;
       shape_report.shape = space.shape_string(shape);
-      shape_report.valid_configs = space.count(shape);
+      const SearchSpace& subspace = options.candidates ? *options.candidates : space;
+      shape_report.valid_configs = subspace.count(shape);
       const std::uint64_t budget = options.max_evals.value_or(shape_report.valid_configs);
 
-      std::unique_ptr<Strategy> strategy = make_strategy(options.strategy, space, shape, rng());
+      std::unique_ptr<Strategy> strategy = make_strategy(options.strategy, subspace, shape, rng());
       std::map<std::string, std::optional<double>> earlier =
           earlier_results(store, kernel, device, toolchain, shape_report.shape);
       std::set<Config> proposed;
@@ -152,7 +153,7 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
           std::optional<Config> config;
           if (!default_offered) {
             default_offered = true;
-            if (space.check(space.default_config(), shape)) config = space.default_config();
+            if (subspace.check(space.default_config(), shape)) config = space.default_config();
             else continue;
           } else {
             config = strategy->next();

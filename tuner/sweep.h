@@ -45,6 +45,11 @@ struct SweepOptions {
   /// no worker); `replay_source` names it in the run record.
   const ReplayData* replay = nullptr;
   std::string replay_source;
+  /// Restricts the candidates to the valid configs of this space, which must
+  /// have the same parameters as the swept one (the swept space with extra
+  /// constraints: `tune --where`).  Results are still recorded under the
+  /// swept space, so the dispatcher uses them.  Null: every valid config.
+  const SearchSpace* candidates = nullptr;
   /// Called when a shape starts and after every candidate.
   std::function<void(const struct SweepProgress&)> progress;
 };
