@@ -470,8 +470,11 @@ def make_inputs(shape: Shape, seed: int, weights: str, device):
     import torch
 
     B, T, H, D, R = shape.dims()
-    g = torch.Generator(device=device).manual_seed(seed)
-    draw = lambda *size: torch.randn(*size, generator=g, device=device, dtype=torch.float32)  # noqa: E731
+    generator = torch.Generator(device=device).manual_seed(seed)
+
+    def draw(*size):
+        return torch.randn(*size, generator=generator, device=device, dtype=torch.float32)
+
     q, latent, w_k, w_v = draw(B, T, H, D), draw(B, T, R), draw(R, H, D), draw(R, H, D)
     if weights == "rsqrt_r":
         w_k.mul_(R ** -0.5)
