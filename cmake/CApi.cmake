@@ -1,13 +1,14 @@
 # libmlatune_c.so: the C ABI of cache/mla_c_api.h as a shared library, for
 # callers that cannot link C++ (Python through ctypes, a PyTorch extension).
 #
-# mlatune_core is linked in statically, with the CUDA runtime (cudart_static); a version script keeps every symbol local except mlatune_*,
-# so the library's C++ internals (and its private copy of the CUDA runtime)
-# can never clash with those of the process that loads it.  (The script, not
-# -fvisibility=hidden, is what hides them: it covers the objects of static
-# archives too, and the ABI header needs no export macro.)  The C ABI source
-# is compiled into the library itself: a static archive only contributes the
-# objects something references, and nothing inside the library would pull it.
+# mlatune_core is linked in statically, with the CUDA runtime (cudart_static).
+# A version script keeps every symbol local except mlatune_*, so the library's
+# C++ internals (and its private copy of the CUDA runtime) can never clash with
+# those of the process that loads it.  (The script, not -fvisibility=hidden,
+# is what hides them: it covers the objects of static archives too, and the
+# ABI header needs no export macro.)  The C ABI source is compiled into the
+# library itself: a static archive only contributes the objects something
+# references, and nothing inside the library would pull it.
 set_target_properties(mlatune_core PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
 # Debian's libyaml-cpp.a is not position-independent, so this library takes
