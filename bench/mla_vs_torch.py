@@ -74,7 +74,7 @@ class Shape(NamedTuple):
 
 
 # S0..S4 of TARGETS.md, then a decode step (T = 1), an odd T with R not a multiple of 8
-# (nor of 4), and a mid-sized shape between S1 and S2.
+# (100 = 4·25), and a mid-sized shape between S1 and S2.
 DEFAULT_SHAPES = (
     Shape("S0", 2, 32, 4, 16, 24),
     Shape("S1", 4, 256, 8, 32, 64),
