@@ -1,0 +1,881 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: mlatune's dispatched fused MLA attention against PyTorch.
+
+One process, one CUDA stream, one timing method for every implementation:
+
+  mlatune             libmlatune_c.so through ctypes: the runtime dispatcher picks the
+                      tuned config for the shape (or the nearest / the default) and launches it
+  sdpa_materialized   K = latent·W_k and V = latent·W_v by two strict-fp32 matmuls, then
+                      F.scaled_dot_product_attention(is_causal=True)
+  absorbed_eager      the absorbed form in eager PyTorch: q·W_k^T into latent space, causal
+                      softmax over latent logits, the weighted latents ·W_v
+  absorbed_compiled   torch.compile (default mode) of absorbed_eager
+
+Timing ("cold", as in TARGETS.md): before each call a 256 MiB buffer is zeroed, which
+evicts the L2, and the GPU is kept busy by torch.cuda._sleep so that the call's launches
+are queued before the GPU reaches them; CUDA events are recorded around the one call, so
+the figure is the GPU time of the call, every kernel and gap inside it included.  The
+median over the repetitions is reported with its spread.  TF32 is off (strict fp32).
+
+Every output is checked against a float64 reference (the materialized form computed in
+float64 on the GPU): rel-L2 = ||out - ref|| / ||ref||; above 1e-5, or not finite, is flagged.
+
+`--self-test` checks the parts that need no GPU (shape parsing, FLOP counts, tables, the
+ctypes binding's error path) and runs where torch, numpy and matplotlib are absent: they
+are imported only when a benchmark runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import ctypes
+import dataclasses
+import datetime
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, NamedTuple, Optional, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+PEAK_FP32_TFLOPS = 63.7          # H200 fp32 FMA rate measured in TARGETS.md
+REL_L2_TOLERANCE = 1e-5          # the project's strict-fp32 admission bound
+FLUSH_BYTES = 256 * 1024 * 1024  # written before each call: over 4x the H200's 60 MiB L2
+# About 0.5 ms at the H200's 1.98 GHz: longer than the host needs to queue any of the
+# implementations here (a handful of launches), so no host gap lands inside the events.
+DEFAULT_BUSY_CYCLES = 1_000_000
+LAUNCH_FLOOR_US = 3.42           # TARGETS.md: an empty kernel, events around one cold launch
+MIN_SAMPLES = 5                  # a wall budget never cuts the repetitions below this
+TIMING_BATCH = 10                # calls queued between two host synchronizations
+
+IMPLEMENTATIONS = ("mlatune", "sdpa_materialized", "absorbed_eager", "absorbed_compiled")
+
+
+class Shape(NamedTuple):
+    """A fused MLA problem size, with the label it is reported under."""
+
+    label: str
+    B: int
+    T: int
+    H: int
+    D: int
+    R: int
+
+    def dims(self) -> tuple[int, int, int, int, int]:
+        return (self.B, self.T, self.H, self.D, self.R)
+
+    def describe(self) -> str:
+        return f"{self.label} (B={self.B}, T={self.T}, H={self.H}, D={self.D}, R={self.R})"
+
+
+# S0..S4 of TARGETS.md, then a decode step (T = 1), an odd T with R not a multiple of 8
+# (100 = 4·25), and a mid-sized shape between S1 and S2.
+DEFAULT_SHAPES = (
+    Shape("S0", 2, 32, 4, 16, 24),
+    Shape("S1", 4, 256, 8, 32, 64),
+    Shape("S2", 4, 1024, 16, 64, 128),
+    Shape("S3", 2, 2048, 32, 64, 256),
+    Shape("S4", 1, 4096, 16, 128, 512),
+    Shape("decode", 16, 1, 16, 64, 512),
+    Shape("odd", 2, 333, 8, 64, 100),
+    Shape("mid", 8, 128, 16, 64, 256),
+)
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    """Parses "B,T,H,D,R;..." where an item may also be a label of DEFAULT_SHAPES.
+
+    Raises ValueError naming the item that is wrong."""
+    known = {shape.label.lower(): shape for shape in DEFAULT_SHAPES}
+    shapes = []
+    for item in (part.strip() for part in text.split(";")):
+        if not item:
+            continue
+        if item.lower() in known:
+            shapes.append(known[item.lower()])
+            continue
+        fields = [field.strip() for field in item.split(",")]
+        if len(fields) != 5:
+            raise ValueError(f"shape '{item}': expected B,T,H,D,R (5 integers) or one of "
+                             f"{', '.join(s.label for s in DEFAULT_SHAPES)}")
+        try:
+            dims = [int(field) for field in fields]
+        except ValueError:
+            raise ValueError(f"shape '{item}': every size must be an integer") from None
+        if any(d <= 0 for d in dims):
+            raise ValueError(f"shape '{item}': every size must be positive")
+        label = next((s.label for s in DEFAULT_SHAPES if list(s.dims()) == dims), ",".join(fields))
+        shapes.append(Shape(label, *dims))
+    if not shapes:
+        raise ValueError(f"no shape in '{text}'")
+    return shapes
+
+
+def materialized_flops(shape: Shape) -> int:
+    """TARGETS.md: B·H·T(T+1)/2·4D + 4·B·T·H·R·D (causal QK^T and PV, plus expanding K, V)."""
+    B, T, H, D, R = shape.dims()
+    return B * H * (T * (T + 1) // 2) * 4 * D + 4 * B * T * H * R * D
+
+
+def absorbed_flops(shape: Shape) -> int:
+    """DESIGN.md: B·H·(T(T+1)/2·4R + T·4RD)."""
+    B, T, H, D, R = shape.dims()
+    return B * H * ((T * (T + 1) // 2) * 4 * R + T * 4 * R * D)
+
+
+# ---------------------------------------------------------------------------------------
+# Results and their presentation (pure Python: exercised by --self-test)
+
+
+@dataclasses.dataclass
+class Row:
+    """One implementation at one shape: its timing, its error, or why it has neither."""
+
+    shape: Shape
+    implementation: str
+    status: str = "ok"  # "ok" or "failed"
+    median_us: float = math.nan
+    min_us: float = math.nan
+    p90_us: float = math.nan
+    samples: int = 0
+    rel_l2: float = math.nan
+    ratio_to_mlatune: float = math.nan  # this time / mlatune's time at the shape
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def accurate(self) -> bool:
+        # Written so that NaN fails: an output with a NaN never passes.
+        return self.rel_l2 <= REL_L2_TOLERANCE
+
+    @property
+    def spread(self) -> float:
+        """(p90 - min) / median, as the tuner reports it."""
+        return (self.p90_us - self.min_us) / self.median_us if self.ok else math.nan
+
+    @property
+    def tflops(self) -> float:
+        return materialized_flops(self.shape) / (self.median_us * 1e-6) / 1e12 if self.ok else math.nan
+
+    @property
+    def pct_of_peak(self) -> float:
+        return 100.0 * self.tflops / PEAK_FP32_TFLOPS
+
+
+def timed_row(shape: Shape, implementation: str, times_us: Sequence[float], rel_l2: float,
+              note: str = "") -> Row:
+    """A successful row from per-call times (µs)."""
+    ordered = sorted(times_us)
+    p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
+    return Row(shape, implementation, "ok", statistics.median(ordered), ordered[0], p90,
+               len(ordered), rel_l2, note=note)
+
+
+def fill_ratios(rows: Sequence[Row]) -> None:
+    """Sets ratio_to_mlatune on every row of one shape (NaN where either side failed)."""
+    reference = next((r for r in rows if r.implementation == "mlatune" and r.ok), None)
+    for row in rows:
+        row.ratio_to_mlatune = row.median_us / reference.median_us if reference and row.ok else math.nan
+
+
+def _number(value: float, spec: str, suffix: str = "") -> str:
+    return "n/a" if not math.isfinite(value) else format(value, spec) + suffix
+
+
+def _error_text(row: Row) -> str:
+    if not row.ok and math.isnan(row.rel_l2):
+        return "n/a"
+    text = _number(row.rel_l2, ".1e") if math.isfinite(row.rel_l2) else str(row.rel_l2)
+    return text if row.accurate else f"**{text} > {REL_L2_TOLERANCE:.0e}**"
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """The markdown table of one shape's rows."""
+    lines = [
+        f"| implementation | median µs | spread | time / mlatune | rel-L2 vs fp64 | TFLOP/s "
+        f"| % of {PEAK_FP32_TFLOPS} | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        note = row.note.replace("|", "\\|").replace("\n", " ")
+        if not row.ok:
+            note = f"FAILED: {note}"
+        lines.append(
+            f"| {row.implementation} | {_number(row.median_us, '.1f')} | {_number(row.spread * 100, '.0f', '%')} "
+            f"| {_number(row.ratio_to_mlatune, '.2f', '×')} | {_error_text(row)} "
+            f"| {_number(row.tflops, '.2f')} | {_number(row.pct_of_peak, '.1f', '%')} | {note} |")
+    return "\n".join(lines)
+
+
+CSV_COLUMNS = ("shape", "B", "T", "H", "D", "R", "implementation", "status", "median_us", "min_us",
+               "p90_us", "spread", "samples", "ratio_to_mlatune", "rel_l2", "within_tolerance",
+               "materialized_flop", "tflops", "pct_of_fp32_peak", "note")
+
+
+def write_csv(rows: Sequence[Row], path: Path) -> None:
+    """All rows; numbers in full precision, empty where there is none."""
+
+    def cell(value: float, spec: str = ".6g") -> str:
+        return format(value, spec) if math.isfinite(value) else ("" if math.isnan(value) else str(value))
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(CSV_COLUMNS)
+        for r in rows:
+            s = r.shape
+            writer.writerow([s.label, s.B, s.T, s.H, s.D, s.R, r.implementation, r.status,
+                             cell(r.median_us), cell(r.min_us), cell(r.p90_us), cell(r.spread, ".4f"),
+                             r.samples, cell(r.ratio_to_mlatune, ".4f"), cell(r.rel_l2, ".3e"),
+                             str(r.accurate).lower() if r.ok else "", materialized_flops(s),
+                             cell(r.tflops, ".4f"), cell(r.pct_of_peak, ".2f"), r.note])
+
+
+def format_report(rows: Sequence[Row], choices: dict[str, str], method: str, environment: str) -> str:
+    """The markdown document: method and environment next to the numbers, one table per shape."""
+    parts = ["# mlatune vs PyTorch, side by side", "", f"Environment: {environment}", "",
+             f"Method: {method}", ""]
+    for shape in _shapes_in_order(rows):
+        shape_rows = [r for r in rows if r.shape == shape]
+        parts += [f"## {shape.describe()}", "",
+                  f"Materialized FLOPs {materialized_flops(shape):,}; floor at {PEAK_FP32_TFLOPS} TFLOP/s: "
+                  f"{materialized_flops(shape) / PEAK_FP32_TFLOPS / 1e6:.3g} µs "
+                  f"(the cold launch floor is {LAUNCH_FLOOR_US} µs).", ""]
+        if shape.label in choices:
+            parts += [f"mlatune's choice: `{choices[shape.label]}`", ""]
+        parts += [format_table(shape_rows), ""]
+    flagged = [r for r in rows if r.ok and not r.accurate]
+    failed = [r for r in rows if not r.ok]
+    parts += ["## Summary", ""] + [f"- {line}" for line in summary_lines(rows)]
+    if flagged:
+        parts += ["", "Outside the rel-L2 tolerance of 1e-5: " +
+                  ", ".join(f"{r.implementation} at {r.shape.label}" for r in flagged) + "."]
+    if failed:
+        parts += ["", "Failed: " + ", ".join(f"{r.implementation} at {r.shape.label}" for r in failed) + "."]
+    return "\n".join(parts) + "\n"
+
+
+def summary_lines(rows: Sequence[Row]) -> list[str]:
+    """Per shape: mlatune against the fastest accurate PyTorch implementation."""
+    lines = []
+    for shape in _shapes_in_order(rows):
+        shape_rows = [r for r in rows if r.shape == shape]
+        ours = next((r for r in shape_rows if r.implementation == "mlatune" and r.ok), None)
+        theirs = [r for r in shape_rows if r.implementation != "mlatune" and r.ok and r.accurate]
+        best = min(theirs, key=lambda r: r.median_us) if theirs else None
+        if ours is None:
+            lines.append(f"{shape.label}: mlatune failed" + (
+                f"; fastest accurate PyTorch: {best.implementation} {best.median_us:.1f} µs" if best else ""))
+        elif best is None:
+            lines.append(f"{shape.label}: mlatune {ours.median_us:.1f} µs; no accurate PyTorch result")
+        else:
+            factor = best.median_us / ours.median_us
+            verdict = f"{factor:.2f}× faster" if factor >= 1 else f"{1 / factor:.2f}× slower"
+            lines.append(f"{shape.label}: mlatune {ours.median_us:.1f} µs vs {best.implementation} "
+                         f"{best.median_us:.1f} µs: mlatune {verdict}"
+                         + ("" if ours.accurate else " (but outside the error tolerance)"))
+    return lines
+
+
+def _shapes_in_order(rows: Sequence[Row]) -> list[Shape]:
+    return list(dict.fromkeys(r.shape for r in rows))
+
+
+def write_plot(rows: Sequence[Row], path: Path, title: str) -> None:
+    """Grouped bars: median time per shape and implementation, log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.transforms import blended_transform_factory
+
+    shapes = _shapes_in_order(rows)
+    implementations = [name for name in IMPLEMENTATIONS if any(r.implementation == name for r in rows)]
+    width = 0.8 / max(1, len(implementations))
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.4 * len(shapes)), 5.0))
+    failed_label_position = blended_transform_factory(ax.transData, ax.transAxes)  # x: shape, y: axes
+    for i, name in enumerate(implementations):
+        xs, ys = [], []
+        for j, shape in enumerate(shapes):
+            row = next((r for r in rows if r.shape == shape and r.implementation == name), None)
+            x = j + (i - (len(implementations) - 1) / 2) * width
+            if row is not None and row.ok:
+                xs.append(x)
+                ys.append(row.median_us)
+            elif row is not None:  # a missing bar says why
+                ax.text(x, 0.02, "failed", rotation=90, ha="center", va="bottom", fontsize=7,
+                        transform=failed_label_position)
+        ax.bar(xs, ys, width, label=name)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(shapes)))
+    dims = [",".join(map(str, s.dims())) for s in shapes]
+    ax.set_xticklabels([d if s.label == d else f"{s.label}\n{d}" for s, d in zip(shapes, dims)], fontsize=8)
+    ax.set_ylabel("median µs per call (cold L2; lower is better)")
+    ax.set_xlabel("shape (B,T,H,D,R)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------
+# mlatune through its C ABI (cache/mla_c_api.h)
+
+STATUS_NAMES = {0: "OK", 1: "INVALID_ARGUMENT", 2: "ENVIRONMENT", 3: "CUDA_ERROR",
+                4: "BUFFER_TOO_SMALL", 5: "INTERNAL"}
+BUFFER_TOO_SMALL = 4
+
+
+class MlatuneError(Exception):
+    """A non-OK status of the C ABI, with mlatune_last_error's text."""
+
+    def __init__(self, function: str, status: int, message: str):
+        super().__init__(f"{function}: {STATUS_NAMES.get(status, status)}: {message}")
+        self.status = status
+
+
+class Mlatune:
+    """libmlatune_c.so loaded with ctypes, and one dispatcher opened on a database and space."""
+
+    def __init__(self, library: Path, database: Path, space: Path):
+        try:
+            self._lib = ctypes.CDLL(str(library))
+        except OSError as e:
+            raise MlatuneError("dlopen", 2, f"{library}: {e}") from None
+        lib = self._lib
+        handle_p = ctypes.c_void_p
+        lib.mlatune_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(handle_p)]
+        lib.mlatune_open.restype = ctypes.c_int
+        lib.mlatune_close.argtypes = [handle_p]
+        lib.mlatune_close.restype = None
+        lib.mlatune_fused_mla_attention.argtypes = [handle_p] + [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5 + [
+            ctypes.c_void_p]
+        lib.mlatune_fused_mla_attention.restype = ctypes.c_int
+        lib.mlatune_last_error.argtypes = [handle_p]
+        lib.mlatune_last_error.restype = ctypes.c_char_p
+        lib.mlatune_choice.argtypes = [handle_p] + [ctypes.c_int] * 5 + [ctypes.c_char_p, ctypes.c_size_t]
+        lib.mlatune_choice.restype = ctypes.c_int
+        lib.mlatune_compile_count.argtypes = [handle_p, ctypes.POINTER(ctypes.c_ulonglong)]
+        lib.mlatune_compile_count.restype = ctypes.c_int
+
+        self._handle = handle_p()
+        self._check("mlatune_open", lib.mlatune_open(os.fsencode(database), os.fsencode(space),
+                                                     ctypes.byref(self._handle)))
+
+    def _check(self, function: str, status: int) -> None:
+        if status != 0:
+            raise MlatuneError(function, status, self.last_error())
+
+    def last_error(self) -> str:
+        text = self._lib.mlatune_last_error(None)
+        return text.decode("utf-8", "replace") if text else ""
+
+    def choice(self, shape: Shape) -> str:
+        """"<hit|nearest|default|first_valid|none> <config> (<why>)" for the shape."""
+        size = 1024
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            status = self._lib.mlatune_choice(self._handle, *shape.dims(), buffer, size)
+            if status != BUFFER_TOO_SMALL or size >= 1 << 20:
+                break
+            size *= 16
+        self._check("mlatune_choice", status)
+        return buffer.value.decode("utf-8", "replace")
+
+    def compile_count(self) -> int:
+        count = ctypes.c_ulonglong(0)
+        self._check("mlatune_compile_count", self._lib.mlatune_compile_count(self._handle, ctypes.byref(count)))
+        return count.value
+
+    def attention(self, q, kv_latent, w_up_k, w_up_v, out, stream_handle: int) -> None:
+        """Launches on the stream (a cudaStream_t as an integer; asynchronous).  The tensors
+        must be contiguous float32 on the GPU (make_inputs and empty_like give such)."""
+        B, T, H, D = q.shape
+        R = kv_latent.shape[-1]
+        self._check("mlatune_fused_mla_attention", self._lib.mlatune_fused_mla_attention(
+            self._handle, q.data_ptr(), kv_latent.data_ptr(), w_up_k.data_ptr(), w_up_v.data_ptr(),
+            out.data_ptr(), B, T, H, D, R, stream_handle))
+
+    def close(self) -> None:
+        if self._handle:
+            self._lib.mlatune_close(self._handle)
+            self._handle = ctypes.c_void_p()
+
+
+# ---------------------------------------------------------------------------------------
+# The PyTorch implementations (tensors: q [B,T,H,D], latent [B,T,R], w_k and w_v [R,H,D])
+
+
+def materialized_sdpa(q, latent, w_k, w_v):
+    """K and V expanded by two matmuls, then SDPA; returns [B,T,H,D] (a transposed view)."""
+    import torch.nn.functional as F
+
+    B, T, H, D = q.shape
+    R = latent.shape[-1]
+    flat = latent.reshape(B * T, R)
+    k = (flat @ w_k.reshape(R, H * D)).view(B, T, H, D)
+    v = (flat @ w_v.reshape(R, H * D)).view(B, T, H, D)
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+    return out.transpose(1, 2)
+
+
+def absorbed(q, latent, w_k, w_v, future, scale: float):
+    """The absorbed form: multi-query attention with head size R over the shared latents.
+
+    `future` is the boolean [T,T] mask of positions s > t (made once per shape, as a module
+    would keep it in a buffer)."""
+    qa = (q.transpose(1, 2) @ w_k.permute(1, 2, 0)) * scale           # [B,H,T,R] = q · W_k^T / sqrt(D)
+    logits = qa @ latent.transpose(1, 2).unsqueeze(1)                 # [B,H,T,T]
+    p = logits.masked_fill(future, float("-inf")).softmax(dim=-1)
+    weighted = p @ latent.unsqueeze(1)                                # [B,H,T,R]
+    return (weighted @ w_v.permute(1, 0, 2)).transpose(1, 2)          # [B,T,H,D]
+
+
+def reference_fp64(q, latent, w_k, w_v):
+    """The operation in float64, materialized (the seed's semantics, vectorized)."""
+    import torch
+
+    q, latent, w_k, w_v = (t.double() for t in (q, latent, w_k, w_v))
+    B, T, H, D = q.shape
+    R = latent.shape[-1]
+    flat = latent.reshape(B * T, R)
+    k = (flat @ w_k.reshape(R, H * D)).view(B, T, H, D).transpose(1, 2)
+    v = (flat @ w_v.reshape(R, H * D)).view(B, T, H, D).transpose(1, 2)
+    logits = (q.transpose(1, 2) @ k.transpose(-1, -2)) / math.sqrt(D)
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    p = logits.masked_fill_(future, float("-inf")).softmax(dim=-1)
+    return (p @ v).transpose(1, 2)
+
+
+def relative_l2(out, reference) -> float:
+    """||out - ref|| / ||ref|| in float64; NaN or inf when the output has them."""
+    return ((out.double() - reference).norm() / reference.norm()).item()
+
+
+def make_inputs(shape: Shape, seed: int, weights: str, device):
+    """Fresh standard-normal float32 inputs, as the tuner's workload draws them
+    (tuner/workload.cpp: every input N(0,1), so logits have a standard deviation near
+    sqrt(R)); `weights` == "rsqrt_r" scales W_k and W_v by 1/sqrt(R) instead."""
+    import torch
+
+    B, T, H, D, R = shape.dims()
+    generator = torch.Generator(device=device).manual_seed(seed)
+
+    def draw(*size):
+        return torch.randn(*size, generator=generator, device=device, dtype=torch.float32)
+
+    q, latent, w_k, w_v = draw(B, T, H, D), draw(B, T, R), draw(R, H, D), draw(R, H, D)
+    if weights == "rsqrt_r":
+        w_k.mul_(R ** -0.5)
+        w_v.mul_(R ** -0.5)
+    return q, latent, w_k, w_v
+
+
+# ---------------------------------------------------------------------------------------
+# Timing
+
+
+@dataclasses.dataclass
+class Timer:
+    """The one timing method used for every implementation (see the module docstring)."""
+
+    stream: object           # torch.cuda.Stream; everything runs on it
+    flush: object            # FLUSH_BYTES of device memory, zeroed before each call
+    busy_cycles: int
+    reps: int
+    budget_s: float
+
+    def method(self, warmup: int) -> str:
+        return (f"CUDA events around one call; before each call a {FLUSH_BYTES >> 20} MiB buffer is zeroed "
+                f"(L2 flush) and the GPU kept busy by torch.cuda._sleep({self.busy_cycles}) so the call is "
+                f"queued before the GPU reaches it; median of {self.reps} calls (fewer, at least {MIN_SAMPLES}, "
+                f"if {self.budget_s:g} s of wall time per implementation run out) after {warmup} warm-up calls; "
+                f"one process, one stream; TF32 off; spread = (p90 - min) / median; TFLOP/s on the "
+                f"materialized FLOP count.")
+
+    def time(self, fn: Callable[[], object]) -> list[float]:
+        """Per-call GPU times in µs."""
+        import torch
+
+        samples: list[float] = []
+        deadline = time.monotonic() + self.budget_s
+        while len(samples) < self.reps:
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                      for _ in range(min(TIMING_BATCH, self.reps - len(samples)))]
+            for start, end in events:
+                self.flush.zero_()
+                torch.cuda._sleep(self.busy_cycles)
+                start.record(self.stream)
+                fn()
+                end.record(self.stream)
+            events[-1][1].synchronize()
+            samples += [1000.0 * start.elapsed_time(end) for start, end in events]
+            if len(samples) >= MIN_SAMPLES and time.monotonic() > deadline:
+                break
+        return samples
+
+
+def _failure_text(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    return first if isinstance(error, MlatuneError) else f"{type(error).__name__}: {first}"
+
+
+def measure(shape: Shape, name: str, fn: Callable[[], object], reference, timer: Timer, warmup: int,
+            poison: Optional[Callable[[], None]] = None, note: str = "") -> Row:
+    """Warms up, checks the output against the reference, then times; a failure is a row."""
+    try:
+        for _ in range(warmup):
+            fn()
+        timer.stream.synchronize()
+        if poison:
+            poison()
+        error = relative_l2(fn(), reference)  # synchronizes
+        return timed_row(shape, name, timer.time(fn), error, note)
+    except Exception as e:  # noqa: BLE001 - a failing implementation is reported, not fatal
+        return Row(shape, name, "failed", note=_failure_text(e))
+
+
+def benchmark_shape(shape: Shape, index: int, args, timer: Timer, mlatune: Optional[Mlatune],
+                    mlatune_failure: str, choices: dict[str, str]) -> list[Row]:
+    import torch
+
+    inputs = make_inputs(shape, args.seed + index, args.weights, "cuda")
+    reference = reference_fp64(*inputs)
+    rows = []
+
+    # (a) mlatune
+    if mlatune is None:
+        rows.append(Row(shape, "mlatune", "failed", note=mlatune_failure))
+    else:
+        try:
+            choices[shape.label] = mlatune.choice(shape)
+        except MlatuneError as e:
+            choices[shape.label] = f"unknown ({e})"
+        print(f"  mlatune choice: {choices[shape.label]}")
+        out = torch.empty_like(inputs[0])
+        stream_handle = timer.stream.cuda_stream
+        compiles_before = mlatune.compile_count()
+
+        def run_mlatune():
+            mlatune.attention(*inputs, out, stream_handle)
+            return out
+
+        row = measure(shape, "mlatune", run_mlatune, reference, timer, args.warmup,
+                      poison=lambda: out.fill_(float("nan")))
+        compiled = mlatune.compile_count() - compiles_before
+        if compiled:
+            row.note = (row.note + "; " if row.note else "") + f"{compiled} NVRTC compile(s) on first use (warm-up)"
+        if not row.ok:
+            print(f"  mlatune failed: {row.note}")
+        rows.append(row)
+
+    # (b) materialized K/V + SDPA
+    rows.append(measure(shape, "sdpa_materialized", lambda: materialized_sdpa(*inputs), reference, timer,
+                        args.warmup))
+
+    # (c) absorbed, eager; (d) the same compiled
+    future = torch.ones(shape.T, shape.T, dtype=torch.bool, device="cuda").triu(1)
+    scale = 1.0 / math.sqrt(shape.D)
+    rows.append(measure(shape, "absorbed_eager", lambda: absorbed(*inputs, future, scale), reference, timer,
+                        args.warmup))
+    if args.skip_compile:
+        rows.append(Row(shape, "absorbed_compiled", "failed", note="skipped (--skip-compile)"))
+    else:
+        torch._dynamo.reset()  # one specialization per shape, never the recompile limit
+        try:
+            compiled_fn = torch.compile(absorbed, dynamic=False)
+            started = time.monotonic()
+            compiled_fn(*inputs, future, scale)  # compiles; failures surface here
+            timer.stream.synchronize()
+            note = f"compiled in {time.monotonic() - started:.1f} s (not timed)"
+            rows.append(measure(shape, "absorbed_compiled", lambda: compiled_fn(*inputs, future, scale),
+                                reference, timer, args.warmup, note=note))
+        except Exception as e:  # noqa: BLE001 - a compiler failure is a result to report
+            rows.append(Row(shape, "absorbed_compiled", "failed", note=f"torch.compile: {_failure_text(e)}"))
+
+    fill_ratios(rows)
+    del inputs, reference
+    torch.cuda.empty_cache()
+    return rows
+
+
+def load_torch():
+    """Imports torch and makes fp32 strict before anything runs.
+
+    Only the legacy flags are written: torch 2.9+ raises when legacy and new
+    (fp32_precision) TF32 settings are mixed, and Inductor still reads the legacy ones."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return torch
+
+
+def environment_text(torch) -> str:
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = getattr(props, "L2_cache_size", 0)
+    return (f"{props.name}, {props.multi_processor_count} SMs" + (f", {l2 >> 20} MiB L2" if l2 else "")
+            + f"; torch {torch.__version__} (CUDA {torch.version.cuda}), TF32 matmul "
+            f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}; Python {sys.version.split()[0]}; "
+            f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
+
+
+def run_benchmark(args) -> int:
+    try:
+        torch = load_torch()
+    except ImportError as e:
+        print(f"error: PyTorch is needed for the benchmark ({e}); --self-test runs without it", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("error: no CUDA GPU visible to PyTorch", file=sys.stderr)
+        return 1
+
+    mlatune, mlatune_failure = None, ""
+    try:
+        mlatune = Mlatune(args.lib, args.db, args.space)
+    except MlatuneError as e:
+        mlatune_failure = str(e)
+        print(f"mlatune unavailable, PyTorch only: {e}", file=sys.stderr)
+
+    environment = environment_text(torch)
+    print(f"# {environment}")
+    stream = torch.cuda.Stream()
+    rows: list[Row] = []
+    choices: dict[str, str] = {}
+    with torch.cuda.stream(stream):
+        timer = Timer(stream, torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda"), args.busy_cycles,
+                      args.reps, args.budget_s)
+        weights = "N(0,1) as the tuner draws them" if args.weights == "unit" else "N(0,1)/sqrt(R)"
+        method = (timer.method(args.warmup) + f" Inputs: fresh N(0,1) float32 per shape (seed {args.seed} "
+                  f"+ shape index), weights {weights}.")
+        print(f"# {method}")
+        for index, shape in enumerate(args.shapes):
+            print(f"\n== {shape.describe()}: {materialized_flops(shape) / 1e9:.3f} GFLOP materialized")
+            try:
+                shape_rows = benchmark_shape(shape, index, args, timer, mlatune, mlatune_failure, choices)
+            except Exception as e:  # noqa: BLE001 - e.g. the inputs or the reference do not fit
+                failure = f"shape not run: {_failure_text(e)}"
+                shape_rows = [Row(shape, name, "failed", note=failure) for name in IMPLEMENTATIONS]
+                torch.cuda.empty_cache()
+            print(format_table(shape_rows))
+            rows += shape_rows
+    if mlatune is not None:
+        print(f"\nmlatune NVRTC compilations in this process: {mlatune.compile_count()}")
+        mlatune.close()
+
+    print("\n" + "\n".join(summary_lines(rows)))
+    out_dir = args.out_dir
+    write_csv(rows, out_dir / f"{args.stem}.csv")
+    (out_dir / f"{args.stem}.md").write_text(format_report(rows, choices, method, environment))
+    written = [f"{args.stem}.csv", f"{args.stem}.md"]
+    if not any(r.ok for r in rows):
+        print("no plot: no implementation produced a time", file=sys.stderr)
+    else:
+        try:
+            title = f"fused MLA attention, strict fp32, cold L2: {environment.split(';')[0]}"
+            write_plot(rows, out_dir / f"{args.stem}.png", title)
+            written.append(f"{args.stem}.png")
+        except ImportError as e:
+            print(f"no plot: {e}", file=sys.stderr)
+    print(f"wrote {', '.join(str(out_dir / name) for name in written)}")
+    flagged = [r for r in rows if r.ok and not r.accurate]
+    for r in flagged:
+        print(f"FLAGGED: {r.implementation} at {r.shape.label}: rel-L2 {r.rel_l2:.2e} > {REL_L2_TOLERANCE:g}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# --self-test: everything above that needs no GPU
+
+
+def self_test(library: Optional[Path]) -> int:
+    failures: list[str] = []
+    checks = 0
+
+    def check(condition: bool, what: str) -> None:
+        nonlocal checks
+        checks += 1
+        if not condition:
+            failures.append(what)
+
+    def raises_value_error(text: str, fragment: str) -> None:
+        try:
+            parse_shapes(text)
+        except ValueError as e:
+            check(fragment in str(e), f"parse_shapes({text!r}) message {str(e)!r} lacks {fragment!r}")
+            return
+        check(False, f"parse_shapes({text!r}) accepted bad input")
+
+    # Shapes.
+    parsed = parse_shapes(" S0 ; 2,333,8,64,100;; decode;4, 256 ,8,32,64 ;7,7,7,7,7")
+    check([s.dims() for s in parsed] == [(2, 32, 4, 16, 24), (2, 333, 8, 64, 100), (16, 1, 16, 64, 512),
+                                         (4, 256, 8, 32, 64), (7, 7, 7, 7, 7)], f"parsed dims {parsed}")
+    check([s.label for s in parsed] == ["S0", "odd", "decode", "S1", "7,7,7,7,7"], f"parsed labels {parsed}")
+    raises_value_error("1,2,3,4", "expected B,T,H,D,R")
+    raises_value_error("1,2,x,4,5", "must be an integer")
+    raises_value_error("1,0,3,4,5", "must be positive")
+    raises_value_error(" ; ", "no shape")
+    raises_value_error("S9", "one of S0")
+
+    # FLOP counts, by hand from TARGETS.md's formula B·H·T(T+1)/2·4D + 4·B·T·H·R·D:
+    # S0: 8·528·64 + 393,216; S1: 32·32,896·128 + 67,108,864; S2: 64·524,800·256 + 2,147,483,648;
+    # S3: 64·2,098,176·256 + 8,589,934,592; S4: 16·8,390,656·512 + 17,179,869,184.
+    by_label = {s.label: s for s in DEFAULT_SHAPES}
+    expected = {"S0": 663_552, "S1": 201_850_880, "S2": 10_745_806_848, "S3": 42_966_450_176,
+                "S4": 85_916_123_136}
+    for label, flops in expected.items():
+        check(materialized_flops(by_label[label]) == flops,
+              f"{label}: {materialized_flops(by_label[label])} FLOPs, expected {flops}")
+    # ... and they give TARGETS.md's floors at 63.7 TFLOP/s (µs, as rounded there).
+    for label, floor_us in {"S1": 3.2, "S2": 169, "S3": 675, "S4": 1350}.items():
+        ours = materialized_flops(by_label[label]) / PEAK_FP32_TFLOPS / 1e6
+        check(abs(ours - floor_us) / floor_us < 0.015, f"{label}: floor {ours:.2f} µs vs TARGETS {floor_us}")
+    # TARGETS.md: the absorbed algorithm's floor at S4 is 4.6 ms; 16·(8,390,656·2048 + 4096·262,144).
+    check(absorbed_flops(by_label["S4"]) == 292_124_884_992, f"S4 absorbed {absorbed_flops(by_label['S4'])}")
+    check(round(absorbed_flops(by_label["S4"]) / PEAK_FP32_TFLOPS / 1e9, 1) == 4.6, "S4 absorbed floor")
+
+    # Rows, ratios and tables from synthetic measurements at S1.
+    s1 = by_label["S1"]
+    rows = [timed_row(s1, "mlatune", [12.0, 10.0, 11.0, 10.0, 30.0], 3e-7),
+            timed_row(s1, "sdpa_materialized", [20.0] * 5, 2e-7),
+            timed_row(s1, "absorbed_eager", [40.0, 41.0, 39.0], 2e-5),
+            Row(s1, "absorbed_compiled", "failed", note="torch.compile: BackendCompilerFailed: no | cc")]
+    fill_ratios(rows)
+    check(rows[0].median_us == 11.0 and rows[0].min_us == 10.0 and rows[0].p90_us == 30.0,
+          f"mlatune stats {rows[0]}")
+    check(rows[0].samples == 5 and abs(rows[0].spread - 20.0 / 11.0) < 1e-12, "mlatune samples and spread")
+    check(abs(rows[1].ratio_to_mlatune - 20.0 / 11.0) < 1e-12, f"ratio {rows[1].ratio_to_mlatune}")
+    check(rows[0].ratio_to_mlatune == 1.0, "mlatune's own ratio")
+    check(math.isnan(rows[3].ratio_to_mlatune), "a failed row has no ratio")
+    check(abs(rows[1].tflops - 201_850_880 / 20e-6 / 1e12) < 1e-9, f"TFLOP/s {rows[1].tflops}")
+    check(abs(rows[1].pct_of_peak - 100 * 10.092544 / 63.7) < 1e-6, f"% of peak {rows[1].pct_of_peak}")
+    check(rows[1].accurate and not rows[2].accurate, "tolerance flags")
+    check(not Row(s1, "x", rel_l2=math.nan).accurate, "NaN error must not pass")
+
+    table = format_table(rows).splitlines()
+    check(len(table) == 2 + len(rows), f"table has {len(table)} lines")
+    check(table[0].startswith("| implementation | median µs |") and "% of 63.7" in table[0], table[0])
+    check(all(line.count(" | ") == table[0].count(" | ") for line in table[2:]),
+          "every table row has the header's columns (pipes in notes escaped)")
+    check("| sdpa_materialized | 20.0 | 0% | 1.82× | 2.0e-07 | 10.09 | 15.8% |" in table[3], table[3])
+    check("**2.0e-05 > 1e-05**" in table[4], f"flag missing: {table[4]}")
+    check("FAILED: torch.compile" in table[5] and "n/a" in table[5], table[5])
+
+    report = format_report(rows, {"S1": "hit ALGORITHM=expanded (tuned)"}, "events", "test GPU")
+    check("## S1 (B=4, T=256, H=8, D=32, R=64)" in report and "`hit ALGORITHM=expanded (tuned)`" in report,
+          "report headings and choice")
+    check("S1: mlatune 11.0 µs vs sdpa_materialized 20.0 µs: mlatune 1.82× faster" in report, "report summary")
+    check("Outside the rel-L2 tolerance of 1e-5: absorbed_eager at S1." in report, "report flags")
+    check("floor at 63.7 TFLOP/s: 3.17 µs" in report, "report floor")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "nested" / "rows.csv"
+        write_csv(rows, path)
+        with path.open(newline="") as f:
+            read = list(csv.DictReader(f))
+        check(tuple(read[0].keys()) == CSV_COLUMNS, f"CSV columns {tuple(read[0].keys())}")
+        check(len(read) == 4, f"CSV has {len(read)} rows")
+        check(read[1]["implementation"] == "sdpa_materialized" and read[1]["ratio_to_mlatune"] == "1.8182",
+              f"CSV row {read[1]}")
+        check(read[2]["within_tolerance"] == "false" and read[1]["within_tolerance"] == "true", "CSV flags")
+        check(read[3]["status"] == "failed" and read[3]["median_us"] == "" and "no | cc" in read[3]["note"],
+              f"CSV failed row {read[3]}")
+        check(read[0]["materialized_flop"] == "201850880", "CSV FLOPs")
+
+    # The ctypes binding against the real library, where it is built: without a GPU or
+    # without the database, opening fails with the C ABI's status and message.
+    if library is not None:
+        missing = Path(tempfile.gettempdir()) / f"mlatune_self_test_{os.getpid()}" / "none.db"
+        try:
+            Mlatune(library, missing, REPO_ROOT / "search_spaces" / "fused_mla_attention.yaml")
+            check(False, "mlatune_open succeeded on a missing database")
+        except MlatuneError as e:
+            expected_starts = ("mlatune_open: ENVIRONMENT: no GPU", "mlatune_open: INVALID_ARGUMENT: no database")
+            check(str(e).startswith(expected_starts), f"mlatune_open error: {e}")
+        try:
+            Mlatune(Path(tempfile.gettempdir()) / "no_such_libmlatune_c.so", missing, missing)
+            check(False, "loading a missing library succeeded")
+        except MlatuneError as e:
+            check(str(e).startswith("dlopen: ENVIRONMENT:"), f"missing library error: {e}")
+
+    for name in ("torch", "numpy", "matplotlib"):
+        check(name not in sys.modules, f"{name} was imported by the self-test")
+
+    for failure in failures:
+        print(f"FAIL: {failure}", file=sys.stderr)
+    print(f"self-test: {checks - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
+    default_db = Path(os.environ.get("MLATUNE_DB", "mlatune.db"))
+    parser = argparse.ArgumentParser(
+        description="Benchmark mlatune's fused MLA attention against PyTorch, side by side, in one process.")
+    parser.add_argument("--lib", type=Path,
+                        help="libmlatune_c.so (default: build/libmlatune_c.so; --self-test loads it only if given)")
+    parser.add_argument("--db", type=Path, default=default_db,
+                        help="the tuned database (default: $MLATUNE_DB, else ./mlatune.db)")
+    parser.add_argument("--space", type=Path, default=REPO_ROOT / "search_spaces" / "fused_mla_attention.yaml",
+                        help="the fused MLA search space the database was tuned with")
+    parser.add_argument("--shapes", type=_shapes_argument, default=list(DEFAULT_SHAPES),
+                        help='"B,T,H,D,R;..." or labels (' + ", ".join(s.label for s in DEFAULT_SHAPES)
+                        + "); default: all of them")
+    parser.add_argument("--reps", type=_positive_int, default=50, help="timed calls per implementation (median)")
+    parser.add_argument("--budget-s", type=float, default=30.0,
+                        help=f"wall seconds per implementation and shape after which timing stops "
+                             f"(at least {MIN_SAMPLES} calls)")
+    parser.add_argument("--warmup", type=_positive_int, default=5, help="untimed calls before checking and timing")
+    parser.add_argument("--busy-cycles", type=_positive_int, default=DEFAULT_BUSY_CYCLES,
+                        help="torch.cuda._sleep cycles before each timed call")
+    parser.add_argument("--seed", type=int, default=0, help="input seed (plus the shape's index)")
+    parser.add_argument("--weights", choices=("unit", "rsqrt_r"), default="unit",
+                        help="W_k, W_v ~ N(0,1) as the tuner draws them, or N(0,1)/sqrt(R)")
+    parser.add_argument("--out-dir", type=Path, default=REPO_ROOT / "docs" / "performance",
+                        help="where the CSV, markdown and PNG go")
+    parser.add_argument("--stem", default="side_by_side", help="their file name without extension")
+    parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check the GPU-free parts and exit (with --lib: also the ctypes binding)")
+    return parser.parse_args(argv)
+
+
+def _shapes_argument(text: str) -> list[Shape]:
+    try:
+        return parse_shapes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parse_arguments(argv)
+    if args.self_test:
+        return self_test(args.lib)
+    if args.lib is None:
+        args.lib = REPO_ROOT / "build" / "libmlatune_c.so"
+    return run_benchmark(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,207 @@
+// libmlatune_c.so as a foreign caller (Python's ctypes) sees it: loaded with
+// dlopen, it exports exactly the C ABI of cache/mla_c_api.h and no C++
+// symbol that could clash with the loading process, and every failure,
+// including the absence of a GPU, is a status with a message, never a crash.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "cache/mla_c_api.h"
+#include "tests/run_program.h"
+#include "tuner/cuda.h"
+
+namespace mlatune {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path library_path = fs::path(MLATUNE_BINARY_DIR) / "libmlatune_c.so";
+const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" /
+                            "fused_mla_attention.yaml";
+
+const std::set<std::string> c_abi = {"mlatune_open",       "mlatune_close",  "mlatune_fused_mla_attention",
+                                     "mlatune_last_error", "mlatune_choice", "mlatune_compile_count"};
+
+/// Owner of a dlopen handle.
+class SharedLibrary {
+ public:
+  explicit SharedLibrary(const fs::path& path) : handle_(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    if (!handle_) error_ = dlerror();
+  }
+  ~SharedLibrary() {
+    if (handle_) dlclose(handle_);
+  }
+  SharedLibrary(const SharedLibrary&) = delete;
+  SharedLibrary& operator=(const SharedLibrary&) = delete;
+
+  bool loaded() const { return handle_ != nullptr; }
+  const std::string& error() const { return error_; }
+
+  /// The symbol cast to the type of `Declared` (a function of the header).
+  template <typename Declared>
+  Declared* get(const char* name) const {
+    return reinterpret_cast<Declared*>(dlsym(handle_, name));
+  }
+
+ private:
+  void* handle_;
+  std::string error_;
+};
+
+/// The functions of cache/mla_c_api.h, resolved from the library with the
+/// header's own prototypes.
+struct CApi {
+  explicit CApi(const SharedLibrary& lib)
+      : open(lib.get<decltype(::mlatune_open)>("mlatune_open")),
+        close(lib.get<decltype(::mlatune_close)>("mlatune_close")),
+        fused_mla_attention(lib.get<decltype(::mlatune_fused_mla_attention)>("mlatune_fused_mla_attention")),
+        last_error(lib.get<decltype(::mlatune_last_error)>("mlatune_last_error")),
+        choice(lib.get<decltype(::mlatune_choice)>("mlatune_choice")),
+        compile_count(lib.get<decltype(::mlatune_compile_count)>("mlatune_compile_count")) {}
+  decltype(::mlatune_open)* open;
+  decltype(::mlatune_close)* close;
+  decltype(::mlatune_fused_mla_attention)* fused_mla_attention;
+  decltype(::mlatune_last_error)* last_error;
+  decltype(::mlatune_choice)* choice;
+  decltype(::mlatune_compile_count)* compile_count;
+};
+
+class CLibraryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(library_path)) << library_path << " is not built (target mlatune_c)";
+    library_ = std::make_unique<SharedLibrary>(library_path);
+    ASSERT_TRUE(library_->loaded()) << "dlopen(" << library_path << "): " << library_->error();
+    api_ = std::make_unique<CApi>(*library_);
+    ASSERT_NE(api_->open, nullptr);
+    ASSERT_NE(api_->close, nullptr);
+    ASSERT_NE(api_->fused_mla_attention, nullptr);
+    ASSERT_NE(api_->last_error, nullptr);
+    ASSERT_NE(api_->choice, nullptr);
+    ASSERT_NE(api_->compile_count, nullptr);
+    dir_ = fs::temp_directory_path() / ("mlatune_c_library_test_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  std::string last_error() const { return api_->last_error(nullptr); }
+
+  std::unique_ptr<SharedLibrary> library_;
+  std::unique_ptr<CApi> api_;
+  fs::path dir_;
+};
+
+// The dynamic symbol table, by nm: the exact set of names a loading process
+// can bind to.
+TEST_F(CLibraryTest, ExportsTheCAbiAndNothingElse) {
+  test_support::ProgramResult nm =
+      test_support::run_program(MLATUNE_NM, {"-D", "--defined-only", library_path.string()}, dir_);
+  ASSERT_EQ(nm.code, 0) << MLATUNE_NM << " failed: " << nm.err;
+  std::set<std::string> exported;
+  std::istringstream lines(nm.out);
+  for (std::string line; std::getline(lines, line);) {
+    // "<address> <type> <name>"; the name is the last field.
+    std::size_t space = line.find_last_of(' ');
+    if (space == std::string::npos || space + 1 == line.size()) continue;
+    exported.insert(line.substr(space + 1));
+  }
+  EXPECT_EQ(exported, c_abi) << "nm -D --defined-only printed:\n" << nm.out;
+  for (const std::string& name : exported)
+    EXPECT_NE(name.rfind("_Z", 0), 0u) << "C++ symbol exported: " << name;
+}
+
+// mlatune::probe_gpu(int) and the static CUDA runtime's cudaGetDeviceCount
+// are linked into the library (mlatune_open calls both) but must not be
+// reachable from outside.
+TEST_F(CLibraryTest, InternalFunctionsAreNotVisible) {
+  EXPECT_EQ(library_->get<void()>("_ZN7mlatune9probe_gpuEi"), nullptr);
+  EXPECT_EQ(library_->get<void()>("cudaGetDeviceCount"), nullptr) << "the static CUDA runtime is private";
+}
+
+TEST_F(CLibraryTest, OpenWithoutDatabaseFailsWithAMessage) {
+  fs::path missing = dir_ / "no_such_dir" / "tuned.db";
+  mlatune_dispatcher* dispatcher = reinterpret_cast<mlatune_dispatcher*>(this);  // must be reset to NULL
+  int status = api_->open(missing.c_str(), space_file.c_str(), &dispatcher);
+  EXPECT_EQ(dispatcher, nullptr);
+  std::string message = last_error();
+  GpuProbe probe = probe_gpu();
+  if (probe.usable) {
+    // The GPU is probed first; with one, the missing file is what fails.
+    EXPECT_EQ(status, MLATUNE_INVALID_ARGUMENT) << message;
+    EXPECT_NE(message.find(missing.string()), std::string::npos) << message;
+    EXPECT_NE(message.find("mlatune tune"), std::string::npos) << message;
+  } else {
+    EXPECT_EQ(status, MLATUNE_ENVIRONMENT) << message;
+    EXPECT_EQ(message.rfind("no GPU: ", 0), 0u) << message;
+    EXPECT_NE(message.find(probe.reason), std::string::npos) << message;
+  }
+}
+
+TEST_F(CLibraryTest, WithoutAGpuOpenFailsCleanly) {
+  GpuProbe probe = probe_gpu();
+  if (probe.usable) GTEST_SKIP() << "a GPU is present (" << probe.device.name << "); this checks its absence";
+  fs::path db = dir_ / "tuned.db";
+  std::ofstream(db) << "";
+  mlatune_dispatcher* dispatcher = nullptr;
+  EXPECT_EQ(api_->open(db.c_str(), space_file.c_str(), &dispatcher), MLATUNE_ENVIRONMENT);
+  EXPECT_EQ(dispatcher, nullptr);
+  EXPECT_EQ(last_error(), "no GPU: " + probe.reason);
+}
+
+TEST_F(CLibraryTest, NullArgumentsAreStatusesNotCrashes) {
+  EXPECT_EQ(api_->open("x.db", space_file.c_str(), nullptr), MLATUNE_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "mlatune_open: out is NULL");
+
+  mlatune_dispatcher* dispatcher = nullptr;
+  EXPECT_EQ(api_->open(nullptr, space_file.c_str(), &dispatcher), MLATUNE_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("database or space file is NULL"), std::string::npos) << last_error();
+
+  float buffer = 0.0f;
+  EXPECT_EQ(api_->fused_mla_attention(nullptr, &buffer, &buffer, &buffer, &buffer, &buffer, 1, 1, 1, 1, 1,
+                                      nullptr),
+            MLATUNE_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("dispatcher is NULL"), std::string::npos) << last_error();
+
+  char text[64];
+  EXPECT_EQ(api_->choice(nullptr, 1, 1, 1, 1, 1, text, sizeof text), MLATUNE_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("dispatcher is NULL"), std::string::npos) << last_error();
+
+  unsigned long long count = 0;
+  EXPECT_EQ(api_->compile_count(nullptr, &count), MLATUNE_INVALID_ARGUMENT);
+  EXPECT_NE(last_error().find("NULL argument"), std::string::npos) << last_error();
+
+  api_->close(nullptr);  // documented as ignored
+}
+
+// The last error belongs to the thread that failed: another thread's failure
+// does not overwrite this one's message.
+TEST_F(CLibraryTest, LastErrorIsPerThread) {
+  EXPECT_EQ(api_->open("x.db", space_file.c_str(), nullptr), MLATUNE_INVALID_ARGUMENT);
+  const std::string mine = last_error();
+  std::string theirs;
+  std::thread other([&] {
+    EXPECT_STREQ(api_->last_error(nullptr), "");
+    unsigned long long count = 0;
+    EXPECT_EQ(api_->compile_count(nullptr, &count), MLATUNE_INVALID_ARGUMENT);
+    theirs = api_->last_error(nullptr);
+  });
+  other.join();
+  EXPECT_NE(theirs, mine);
+  EXPECT_EQ(last_error(), mine);
+}
+
+}  // namespace
+}  // namespace mlatune
