@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include "cache/shape_table.h"
@@ -22,6 +23,20 @@ namespace {
 struct KernelSlot {
   LoadedKernel kernel;
   std::int64_t dynamic_shared_allowed = 48 * 1024;  // what launches may use without opting in
+  /// The prologue entry of the same cubin, loaded on the first shape whose
+  /// prologue runs (a config may compile it out where it never runs).
+  std::optional<LoadedKernel> prologue;
+  std::int64_t prologue_shared_allowed = 48 * 1024;
+  std::string cubin;  // kept only when the space has a prologue, to load it from
+};
+
+/// The prologue launch of one shape and the workspace it needs.
+struct PreparedPrologue {
+  const LoadedKernel* kernel = nullptr;
+  std::int64_t grid[3] = {1, 1, 1};
+  std::int64_t block[3] = {1, 1, 1};
+  std::int64_t shared_bytes = 0;
+  std::vector<std::int64_t> workspace_bytes;  // per workspace argument, in order
 };
 
 /// Everything a launch at one shape needs, computed on its first launch and
@@ -32,11 +47,17 @@ struct Prepared {
   std::int64_t grid[3] = {1, 1, 1};
   std::int64_t block[3] = {1, 1, 1};
   std::int64_t shared_bytes = 0;
+  /// Set only where the config's prologue runs at this shape: the one branch
+  /// a hit of any other config pays.
+  std::unique_ptr<const PreparedPrologue> prologue;
   std::size_t buffer_count = 0;
   /// Per kernel argument: the index among the caller's buffers, or -1 for a
-  /// scalar whose value lives in scalars[i].
+  /// scalar (or workspace) whose value lives in scalars[i].
   std::vector<int> buffer_index;
-  std::vector<std::uint64_t> scalars;  // 8 aligned bytes per argument
+  /// 8 aligned bytes per argument; a workspace's is a null pointer (what it
+  /// gets where no prologue runs).
+  std::vector<std::uint64_t> scalars;
+  std::vector<std::size_t> workspace_positions;  // argument indices of workspace buffers
   Choice choice;
   std::string error;
   bool input_error = false;  // no config can run the shape (the caller's input)
@@ -137,6 +158,9 @@ struct Dispatcher::Impl {
           case ElementType::int64: { auto v = static_cast<std::int64_t>(value); std::memcpy(&slot, &v, sizeof v); break; }
         }
         p.buffer_index.push_back(-1);
+      } else if (argument.role == ArgumentRole::workspace) {
+        p.workspace_positions.push_back(p.buffer_index.size());
+        p.buffer_index.push_back(-1);  // slot stays 0: a null pointer
       } else {
         p.buffer_index.push_back(static_cast<int>(p.buffer_count++));
       }
@@ -156,10 +180,50 @@ struct Dispatcher::Impl {
         }
         slot.dynamic_shared_allowed = p.shared_bytes;
       }
+      if (std::optional<LaunchGeometry> pg = space->prologue_geometry(p.choice.config, shape)) {
+        if (!prepare_prologue(p, shape, *pg, slot)) return;
+      }
       p.slot = &slot;
     } catch (const Error& e) {
       p.error = e.what();
     }
+  }
+
+  /// Loads and checks the prologue of `slot` for a shape where it runs.
+  /// False (with p.error set) when it cannot launch there.
+  bool prepare_prologue(Prepared& p, const Shape& shape, const LaunchGeometry& g, KernelSlot& slot) {
+    if (g.shared_bytes > properties.shared_per_block_optin) {
+      p.error = fmt::format("{} at {}: its prologue needs {} bytes of shared memory; {} allows {}",
+                            p.choice.config_text, space->shape_string(shape), g.shared_bytes,
+                            properties.name, properties.shared_per_block_optin);
+      return false;
+    }
+    if (!slot.prologue) slot.prologue.emplace(slot.cubin, space->prologue()->kernel.entry);
+    if (g.shared_bytes > slot.prologue_shared_allowed) {
+      int code = slot.prologue->set_max_dynamic_shared(g.shared_bytes);
+      if (code != 0) {
+        cuda_take_last_error();
+        p.error = fmt::format("cudaFuncSetAttribute(MaxDynamicSharedMemorySize = {}) for the "
+                              "prologue of {}: {} ({})",
+                              g.shared_bytes, p.choice.config_text, cuda_error_name(code),
+                              cuda_error_string(code));
+        return false;
+      }
+      slot.prologue_shared_allowed = g.shared_bytes;
+    }
+    auto made = std::make_unique<PreparedPrologue>();
+    made->kernel = &*slot.prologue;
+    for (int i = 0; i < 3; ++i) {
+      made->grid[i] = g.grid[i];
+      made->block[i] = g.block[i];
+    }
+    made->shared_bytes = g.shared_bytes;
+    for (const BoundArgument& bound : space->bind_arguments(shape))
+      if (bound.argument->role == ArgumentRole::workspace)
+        made->workspace_bytes.push_back(bound.element_count *
+                                        static_cast<std::int64_t>(element_size(bound.argument->type)));
+    p.prologue = std::move(made);
+    return true;
   }
 
   KernelSlot& kernel_for(const Choice& choice, const Shape& shape) {
@@ -195,6 +259,7 @@ struct Dispatcher::Impl {
     }
     auto slot = std::make_unique<KernelSlot>();
     slot->kernel = LoadedKernel(cubin, space->kernel().entry);
+    if (space->prologue()) slot->cubin = std::move(cubin);
     ++binaries_loaded;
     KernelSlot& result = *slot;
     kernels.emplace(choice.binary, std::move(slot));
@@ -233,6 +298,55 @@ struct Dispatcher::Impl {
       cuda_take_last_error();
       throw CudaError(code, "cudaLaunchKernel (dispatch)", __FILE__, __LINE__);
     }
+  }
+
+  /// The launch of a space with workspace arguments: `arguments` (complete,
+  /// n of them) with every workspace slot replaced by a null pointer, or,
+  /// where the prologue runs, by scratch allocated on `stream` for this
+  /// launch only (stream-ordered: callers on other streams never share it),
+  /// then prologue and main back to back, then the scratch freed on `stream`.
+  static void launch_with_workspace(const Prepared& p, void* const* arguments, void* stream) {
+    const std::size_t n = p.buffer_index.size();
+    const std::size_t w = p.workspace_positions.size();
+    std::vector<void*> list(arguments, arguments + n);
+    std::vector<void*> scratch(w, nullptr);
+    for (std::size_t k = 0; k < w; ++k) list[p.workspace_positions[k]] = &scratch[k];
+    if (!p.prologue) {
+      check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, list.data(), stream));
+      return;
+    }
+    auto s = static_cast<cudaStream_t>(stream);
+    // Frees whatever was allocated, on the same stream, after the kernels
+    // (or at once when a launch failed: nothing then reads it).
+    auto free_all = [&](bool throwing) {
+      cudaError_t first = cudaSuccess;
+      for (void*& pointer : scratch) {
+        if (!pointer) continue;
+        cudaError_t code = cudaFreeAsync(pointer, s);
+        pointer = nullptr;
+        if (code != cudaSuccess && first == cudaSuccess) first = code;
+      }
+      if (first != cudaSuccess) {
+        cuda_take_last_error();
+        if (!throwing)  // else the launch's own error is the one to report
+          throw CudaError(static_cast<int>(first), "cudaFreeAsync (dispatch workspace)", __FILE__,
+                          __LINE__);
+      }
+    };
+    try {
+      for (std::size_t k = 0; k < w; ++k) {
+        auto bytes = static_cast<std::size_t>(p.prologue->workspace_bytes[k]);
+        if (bytes == 0) continue;  // an empty workspace stays a null pointer
+        MLATUNE_CUDA(cudaMallocAsync(&scratch[k], bytes, s));
+      }
+      const PreparedPrologue& q = *p.prologue;
+      check_launch(q.kernel->launch(q.grid, q.block, q.shared_bytes, list.data(), stream));
+      check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, list.data(), stream));
+    } catch (...) {
+      free_all(true);
+      throw;
+    }
+    free_all(false);
   }
 };
 
@@ -273,6 +387,8 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
 void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, void* stream) {
   const Prepared& p = impl_->get(shape);
   if (!p.slot) Impl::fail(p);
+  if (p.prologue || !p.workspace_positions.empty()) [[unlikely]]
+    return Impl::launch_with_workspace(p, arguments, stream);
   Impl::check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, arguments, stream));
 }
 
@@ -297,6 +413,9 @@ void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const
     arguments[i] = b >= 0 ? static_cast<void*>(const_cast<void**>(&buffers[b]))
                           : static_cast<void*>(const_cast<std::uint64_t*>(&p.scalars[i]));
   }
+  // Without a running prologue a workspace slot is already a null scalar.
+  if (p.prologue) [[unlikely]]
+    return Impl::launch_with_workspace(p, arguments, stream);
   Impl::check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, arguments, stream));
 }
 

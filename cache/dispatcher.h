@@ -68,7 +68,11 @@ class Dispatcher {
 
   /// Launches at `shape` with the complete argument list (`arguments[i]`
   /// points to the value of the space's i-th argument, as cudaLaunchKernel
-  /// takes them) on `stream` (a cudaStream_t; null = default stream).
+  /// takes them) on `stream` (a cudaStream_t; null = default stream).  The
+  /// entries of workspace arguments are ignored (may be null): where the
+  /// chosen config's prologue runs, the dispatcher allocates the workspace
+  /// with cudaMallocAsync on `stream`, launches prologue then main, and frees
+  /// it with cudaFreeAsync on `stream`; elsewhere it passes null pointers.
   /// Throws InputError when no config can run the shape, EnvironmentError
   /// when its binary cannot be compiled or loaded, CudaError when the launch
   /// call fails.  Asynchronous like any launch.
@@ -77,8 +81,9 @@ class Dispatcher {
     launch(std::span<const std::int64_t>(shape.values), arguments, stream);
   }
   /// Same, with only the buffer arguments (device pointers, in the order the
-  /// space lists its buffers); scalar arguments are evaluated from the shape
-  /// once and supplied by the dispatcher.
+  /// space lists its buffers, workspace buffers left out); scalar arguments
+  /// are evaluated from the shape once and supplied by the dispatcher, and
+  /// workspace buffers as launch() says.
   void launch_buffers(std::span<const std::int64_t> shape, void* const* buffers, std::size_t buffer_count,
                       void* stream);
   void launch_buffers(const Shape& shape, void* const* buffers, std::size_t buffer_count, void* stream) {

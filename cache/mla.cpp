@@ -26,7 +26,8 @@ MlaAttention::MlaAttention(Dispatcher& dispatcher) : dispatcher_(&dispatcher) {
   const std::vector<std::string> buffers{"q", "kv_latent", "w_up_k", "w_up_v", "out"};
   std::vector<std::string> found;
   for (const Argument& argument : space.arguments()) {
-    if (argument.role == ArgumentRole::scalar) continue;
+    // Scratch the dispatcher allocates is not the caller's to pass.
+    if (argument.role == ArgumentRole::scalar || argument.role == ArgumentRole::workspace) continue;
     if (argument.type != ElementType::float32)
       throw InputError(fmt::format("{}: buffer {} is {}, the typed entry takes float32", space.file_name(),
                                    argument.name, element_type_name(argument.type)));

@@ -7,6 +7,7 @@
 
 #include "tuner/embedded.h"
 #include "tuner/error.h"
+#include "tuner/space.h"
 
 namespace mlatune {
 namespace {
@@ -48,6 +49,24 @@ TEST(Compiler, SmallKernelGivesCubinAndResourceReport) {
   EXPECT_NE(binary.log.find("Compiling entry function 'scale_vector'"), std::string::npos);
   EXPECT_GT(binary.compile_seconds, 0.0);
   EXPECT_TRUE(std::regex_match(binary.key.hash, std::regex("[0-9a-f]{32}")));
+}
+
+TEST(Compiler, OneCubinHoldsTheMainEntryAndItsPrologue) {
+  SearchSpace space =
+      SearchSpace::load(std::filesystem::path(MLATUNE_TEST_DATA_DIR) / "spaces" / "prologue.yaml");
+  const Shape shape = space.parse_shape("N=1000");
+  const Config config = space.parse_config("EXPAND=true,THREADS=64,PROLOGUE_THREADS=128");
+  CompileResult result = Compiler().compile(compile_request(space, config, shape, "sm_90"));
+  ASSERT_TRUE(result.ok()) << result.log();
+  const CompiledBinary& binary = result.binary();
+  // The report is the main entry's; both functions are in the one image (the
+  // ELF symbol table names them), so the worker and the dispatcher load both from it.
+  EXPECT_EQ(binary.entry, "plus_one");
+  EXPECT_GT(binary.usage.registers, 0);
+  EXPECT_NE(binary.cubin.find(std::string("plus_one") + '\0'), std::string::npos);
+  EXPECT_NE(binary.cubin.find(std::string("double_into") + '\0'), std::string::npos);
+  EXPECT_NE(binary.log.find("Compiling entry function 'double_into'"), std::string::npos)
+      << binary.log;
 }
 
 TEST(Compiler, RuntimeIndexedLocalArrayIsFlagged) {

@@ -345,6 +345,88 @@ TEST(SearchSpace, ConstMethodsAreSafeFromManyThreads) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+// ---- prologue and workspace -------------------------------------------------------
+
+SearchSpace prologue_space() { return SearchSpace::load(spaces_dir / "prologue.yaml"); }
+
+// prologue.yaml with `from` replaced by `to` (which must occur once).
+SearchSpace prologue_with(const std::string& from, const std::string& to) {
+  std::string text = read_file(spaces_dir / "prologue.yaml");
+  auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  return SearchSpace::parse(text, "edited.yaml", spaces_dir);
+}
+
+TEST(SearchSpacePrologue, ReadsThePrologueAndTheWorkspaceArgument) {
+  SearchSpace s = prologue_space();
+  ASSERT_TRUE(s.prologue().has_value());
+  EXPECT_EQ(s.prologue()->kernel.entry, "double_into");
+  EXPECT_EQ(s.prologue()->kernel.path, s.kernel().path);  // the same template, the same cubin
+  ASSERT_TRUE(s.prologue()->when.has_value());
+  EXPECT_EQ(s.prologue()->when->text(), "EXPAND");
+  ASSERT_EQ(s.arguments().size(), 4u);
+  EXPECT_EQ(s.arguments()[2].role, ArgumentRole::workspace);
+  EXPECT_EQ(s.arguments()[2].type, ElementType::float32);
+  std::vector<BoundArgument> bound = s.bind_arguments(s.parse_shape("N=1000"));
+  EXPECT_EQ(bound[2].element_count, 1000);
+  EXPECT_FALSE(small_space().prologue().has_value());
+}
+
+TEST(SearchSpacePrologue, WhenDecidesWhetherThePrologueRunsAndWithWhichGeometry) {
+  SearchSpace s = prologue_space();
+  Shape shape = s.parse_shape("N=1000");
+  Config expand = s.parse_config("EXPAND=true,THREADS=256,PROLOGUE_THREADS=128");
+  Config direct = s.parse_config("EXPAND=false,THREADS=256,PROLOGUE_THREADS=128");
+  EXPECT_TRUE(s.prologue_runs(expand, shape));
+  EXPECT_FALSE(s.prologue_runs(direct, shape));
+  EXPECT_FALSE(s.prologue_geometry(direct, shape).has_value());
+  std::optional<LaunchGeometry> g = s.prologue_geometry(expand, shape);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_TRUE(g->valid()) << g->invalid_reason;
+  EXPECT_EQ(g->grid[0], 8);  // ceil(1000 / 128)
+  EXPECT_EQ(g->block[0], 128);
+  EXPECT_EQ(g->shared_bytes, 0);
+  EXPECT_EQ(s.geometry(expand, shape).grid[0], 4);  // the main launch is its own
+
+  // `when` may read shape variables: the prologue runs only from N = 512 on.
+  SearchSpace by_shape = prologue_with("when: EXPAND", "when: EXPAND && N >= 512");
+  EXPECT_TRUE(by_shape.prologue_runs(expand, by_shape.parse_shape("N=512")));
+  EXPECT_FALSE(by_shape.prologue_runs(expand, by_shape.parse_shape("N=511")));
+  // Without `when` it always runs.
+  SearchSpace always = prologue_with("  when: EXPAND\n", "");
+  EXPECT_FALSE(always.prologue()->when.has_value());
+  EXPECT_TRUE(always.prologue_runs(direct, shape));
+}
+
+TEST(SearchSpacePrologue, AnInvalidPrologueGeometryMakesTheConfigUnableToRun) {
+  SearchSpace s = prologue_space();
+  Shape shape = s.parse_shape("N=1000");
+  // PROLOGUE_THREADS = 2048 gives the prologue shared_memory -1.
+  LaunchGeometry g = s.geometry(s.parse_config("EXPAND=true,THREADS=64,PROLOGUE_THREADS=2048"), shape);
+  EXPECT_FALSE(g.valid());
+  EXPECT_EQ(g.invalid_reason.rfind("prologue shared_memory = -1", 0), 0u) << g.invalid_reason;
+  // Where the prologue does not run, its geometry does not matter.
+  EXPECT_TRUE(s.geometry(s.parse_config("EXPAND=false,THREADS=64,PROLOGUE_THREADS=2048"), shape).valid());
+}
+
+TEST(SearchSpacePrologue, DefinitionHashFollowsThePrologueAndWorkspaceText) {
+  const std::string base = prologue_space().definition_hash();
+  EXPECT_EQ(prologue_with("when: EXPAND", "when:   EXPAND  ").definition_hash(), base);
+  EXPECT_NE(prologue_with("when: EXPAND", "when: EXPAND && N > 1").definition_hash(), base);
+  EXPECT_NE(prologue_with("  when: EXPAND\n", "").definition_hash(), base);
+  EXPECT_NE(prologue_with("entry: double_into", "entry: plus_one_twice").definition_hash(), base);
+  EXPECT_NE(prologue_with("block: [PROLOGUE_THREADS, 1, 1]", "block: [PROLOGUE_THREADS, 2, 1]")
+                .definition_hash(),
+            base);
+  EXPECT_NE(prologue_with("role: workspace, shape: [N]", "role: workspace, shape: [2 * N]")
+                .definition_hash(),
+            base);
+  EXPECT_NE(prologue_with("role: workspace", "role: input").definition_hash(), base);
+  // Default shapes stay out of it, as for every space.
+  EXPECT_EQ(prologue_with("{N: 1000}", "{N: 4096}").definition_hash(), base);
+}
+
 // ---- malformed files ------------------------------------------------------------
 
 TEST(SearchSpaceErrors, EveryMalformedFileFailsAtItsExpectedLocation) {

@@ -82,6 +82,38 @@ TEST(WorkerFraming, MessagesRoundTripIncludingBinary) {
   EXPECT_EQ(message.at("type"), "progress");
 }
 
+TEST(WorkerFraming, PrologueAndWorkspaceSizesRoundTrip) {
+  Candidate candidate;
+  candidate.label = "EXPAND=true";
+  candidate.cubin = std::string("\x7f" "ELF", 4);
+  candidate.entry = "plus_one";
+  candidate.geometry.grid[0] = 4;
+  candidate.prologue = PrologueLaunch{"double_into", {}};
+  candidate.prologue->geometry.grid[0] = 8;
+  candidate.prologue->geometry.block[0] = 128;
+  candidate.prologue->geometry.shared_bytes = 512;
+  candidate.workspace_bytes = {4000, 0, std::int64_t{1} << 40};
+  Candidate back = decode_candidate(json::from_cbor(json::to_cbor(encode(candidate))));
+  ASSERT_TRUE(back.prologue.has_value());
+  EXPECT_EQ(back.prologue->entry, "double_into");
+  EXPECT_EQ(back.prologue->geometry.grid[0], 8);
+  EXPECT_EQ(back.prologue->geometry.block[0], 128);
+  EXPECT_EQ(back.prologue->geometry.shared_bytes, 512);
+  EXPECT_EQ(back.workspace_bytes, candidate.workspace_bytes);
+  EXPECT_EQ(back.geometry.grid[0], 4);
+
+  // A candidate without a prologue travels as before, and comes back without one.
+  Candidate plain = candidate;
+  plain.prologue.reset();
+  plain.workspace_bytes.clear();
+  json message = encode(plain);
+  EXPECT_FALSE(message.contains("prologue"));
+  EXPECT_FALSE(message.contains("workspace_bytes"));
+  Candidate plain_back = decode_candidate(json::from_cbor(json::to_cbor(message)));
+  EXPECT_FALSE(plain_back.prologue.has_value());
+  EXPECT_TRUE(plain_back.workspace_bytes.empty());
+}
+
 TEST(WorkerFraming, CutTimingAndCutoffRoundTrip) {
   TimingStats cut = summarize_times({4100, 4000, 4200, 4150, 4050}, CacheMode::cold,
                                     "events; cut after 5 launches: median 4.10x the best so far (cutoff 3x)");

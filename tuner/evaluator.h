@@ -32,13 +32,29 @@ struct ValidationStats {
   bool passed = false;
 };
 
+/// A second entry of the same cubin launched right before the main one.
+struct PrologueLaunch {
+  std::string entry;
+  LaunchGeometry geometry;
+};
+
 /// A compiled candidate, ready to run.
 struct Candidate {
   std::string label;   // for messages, e.g. the config as text
   std::string cubin;   // image for the worker's device
   std::string entry;
   LaunchGeometry geometry;
+  /// Set when the config's prologue runs at the workload's shape.
+  std::optional<PrologueLaunch> prologue;
+  /// Bytes of each workspace argument (launch order), allocated only with a
+  /// prologue; empty otherwise (workspace arguments are then null pointers).
+  std::vector<std::int64_t> workspace_bytes;
 };
+
+/// Fills the launch of `config` at `shape` into `candidate`: the main entry
+/// and geometry, the prologue where it runs and then the workspace sizes.
+void describe_launch(const SearchSpace& space, const Config& config, const Shape& shape,
+                     Candidate& candidate);
 
 /// What the evaluation of one candidate found.  `reason` explains every
 /// outcome other than ok; the error figures are kept pass or fail.

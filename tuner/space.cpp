@@ -93,6 +93,12 @@ void SearchSpace::Impl::adopt_expressions() {
     if (argument.value) adopt(*argument.value);
   }
   for (Expression& e : constraints) adopt(e);
+  if (prologue) {
+    for (Expression& e : prologue->kernel.grid) adopt(e);
+    for (Expression& e : prologue->kernel.block) adopt(e);
+    adopt(prologue->kernel.shared_bytes);
+    if (prologue->when) adopt(*prologue->when);
+  }
 }
 
 SearchSpace::Impl::Lease::~Lease() {
@@ -206,6 +212,7 @@ const std::vector<Argument>& SearchSpace::arguments() const { return impl_->argu
 const std::vector<Parameter>& SearchSpace::parameters() const { return impl_->parameters; }
 const std::vector<Expression>& SearchSpace::constraints() const { return impl_->constraints; }
 const Tolerance& SearchSpace::tolerance() const { return impl_->tolerance; }
+const std::optional<PrologueSource>& SearchSpace::prologue() const { return impl_->prologue; }
 const Config& SearchSpace::default_config() const { return impl_->default_config; }
 const std::string& SearchSpace::template_text() const { return impl_->template_text; }
 const std::string& SearchSpace::reference_text() const { return impl_->reference_text; }
@@ -243,11 +250,17 @@ std::string SearchSpace::definition_hash() const {
   for (const Expression& c : s.constraints) out += fmt::format("constraint {}\n", canonical(c));
   serialize_source(out, "launch", s.kernel);
   serialize_source(out, "reference", s.reference);
+  // Only present when the file has one: hashes of older spaces stay the same.
+  if (s.prologue) {
+    serialize_source(out, "prologue", s.prologue->kernel);
+    out += fmt::format("prologue.when={}\n", s.prologue->when ? canonical(*s.prologue->when) : "");
+  }
   for (const Argument& a : s.arguments) {
     out += fmt::format("argument {} {} {}", a.name, element_type_name(a.type),
                        a.role == ArgumentRole::input    ? "input"
                        : a.role == ArgumentRole::output ? "output"
-                                                        : "scalar");
+                       : a.role == ArgumentRole::scalar ? "scalar"
+                                                        : "workspace");
     for (const Expression& e : a.shape) out += " [" + canonical(e) + "]";
     if (a.value) out += " = " + canonical(*a.value);
     out += "\n";
@@ -428,13 +441,44 @@ LaunchGeometry evaluate_geometry(const KernelSource& source, ExpressionEvaluator
   return g;
 }
 
+/// Whether the space's prologue runs for the config and shape bound in `evaluator`.
+bool prologue_holds(const SearchSpace::Impl& space, ExpressionEvaluator& evaluator) {
+  if (!space.prologue) return false;
+  if (!space.prologue->when) return true;
+  return SearchSpace::Impl::holds(evaluator.evaluate(SearchSpace::Impl::of(*space.prologue->when).id));
+}
+
 }  // namespace
 
 LaunchGeometry SearchSpace::geometry(const Config& config, const Shape& shape) const {
   auto evaluator = impl_->lease();
   impl_->bind_shape(*evaluator, shape);
   impl_->bind_config(*evaluator, config);
-  return evaluate_geometry(impl_->kernel, *evaluator);
+  LaunchGeometry g = evaluate_geometry(impl_->kernel, *evaluator);
+  // A config whose prologue cannot launch cannot run, however good its main launch.
+  if (g.valid() && prologue_holds(*impl_, *evaluator)) {
+    LaunchGeometry p = evaluate_geometry(impl_->prologue->kernel, *evaluator);
+    if (!p.valid()) g.invalid_reason = "prologue " + p.invalid_reason;
+  }
+  return g;
+}
+
+bool SearchSpace::prologue_runs(const Config& config, const Shape& shape) const {
+  if (!impl_->prologue) return false;
+  auto evaluator = impl_->lease();
+  impl_->bind_shape(*evaluator, shape);
+  impl_->bind_config(*evaluator, config);
+  return prologue_holds(*impl_, *evaluator);
+}
+
+std::optional<LaunchGeometry> SearchSpace::prologue_geometry(const Config& config,
+                                                             const Shape& shape) const {
+  if (!impl_->prologue) return std::nullopt;
+  auto evaluator = impl_->lease();
+  impl_->bind_shape(*evaluator, shape);
+  impl_->bind_config(*evaluator, config);
+  if (!prologue_holds(*impl_, *evaluator)) return std::nullopt;
+  return evaluate_geometry(impl_->prologue->kernel, *evaluator);
 }
 
 LaunchGeometry SearchSpace::reference_geometry(const Shape& shape) const {

@@ -79,7 +79,10 @@ class Expression {
   friend class SearchSpace;
 };
 
-enum class ArgumentRole { input, output, scalar };
+/// workspace: scratch a prologue fills and the main kernel reads; allocated
+/// by the framework only for configs whose prologue runs (else a null
+/// pointer), never validated, contents undefined on entry.
+enum class ArgumentRole { input, output, scalar, workspace };
 
 /// One kernel argument, in launch order.
 struct Argument {
@@ -112,6 +115,14 @@ struct KernelSource {
   Expression block[3];
   Expression shared_bytes;
   SourceLocation where;
+};
+
+/// A second kernel of the same template (same cubin) launched before the
+/// main one, on the same stream with the same arguments, for the configs
+/// where `when` holds: e.g. one that expands data once into a workspace.
+struct PrologueSource {
+  KernelSource kernel;             // path: the main template; entry and geometry its own
+  std::optional<Expression> when;  // unset: always
 };
 
 struct Tolerance {
@@ -171,6 +182,8 @@ class SearchSpace {
   const std::vector<Parameter>& parameters() const;
   const std::vector<Expression>& constraints() const;
   const Tolerance& tolerance() const;
+  /// The `prologue:` section, if the file has one.
+  const std::optional<PrologueSource>& prologue() const;
   /// The space's default config (the `default:` map).
   const Config& default_config() const;
 
@@ -214,7 +227,14 @@ class SearchSpace {
 
   // ---- evaluation of one config at one shape ---------------------------------
   Validity check(const Config& config, const Shape& shape) const;
+  /// The main kernel's launch.  Invalid also when the config's prologue runs
+  /// at `shape` and its own geometry is invalid (the config cannot run).
   LaunchGeometry geometry(const Config& config, const Shape& shape) const;
+  /// Whether the prologue runs for this config at this shape (there is one
+  /// and its `when` holds; NaN does not hold).
+  bool prologue_runs(const Config& config, const Shape& shape) const;
+  /// The prologue's launch where it runs; nullopt where it does not.
+  std::optional<LaunchGeometry> prologue_geometry(const Config& config, const Shape& shape) const;
   LaunchGeometry reference_geometry(const Shape& shape) const;
   /// Preprocessor definitions for the compiler: every parameter as NAME=value
   /// (named values also as NAME_<value>=index) and every compiled shape variable

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,7 @@ struct SpaceData {
   std::vector<Parameter> parameters;
   std::vector<Expression> constraints;
   Tolerance tolerance;
+  std::optional<PrologueSource> prologue;
   Config default_config;
   std::string template_text;
   std::string reference_text;

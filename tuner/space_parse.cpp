@@ -234,6 +234,7 @@ class Reader {
   void read_geometry(KernelSource& source, const std::map<std::string, Entry>& keys,
                      const std::string& section, const SourceLocation& where, Scope scope);
   void read_default(const Entry& entry);
+  void read_prologue(const Entry& entry);
   void read_tolerance(const Entry& entry);
   std::string read_template(const Entry& entry, fs::path* resolved);
   void check_default_shapes();
@@ -244,6 +245,7 @@ class Reader {
   std::unique_ptr<SearchSpace::Impl> space_;
   std::map<std::string, std::pair<std::string, SourceLocation>> names_;
   std::vector<std::pair<std::size_t, std::vector<SourceLocation>>> pending_values_;
+  std::optional<SourceLocation> first_workspace_;  // the role of the first workspace argument
 };
 
 void Reader::read_shape(const Entry& entry) {
@@ -425,10 +427,18 @@ void Reader::read_arguments(const Entry& entry) {
         a.role = ArgumentRole::input;
       else if (r == "output")
         a.role = ArgumentRole::output;
+      else if (r == "workspace")
+        a.role = ArgumentRole::workspace;
       else
-        fail(at(role->second), fmt::format("unknown role '{}' of buffer {}; expected input or "
-                                           "output",
+        fail(at(role->second), fmt::format("unknown role '{}' of buffer {}; expected input, "
+                                           "output or workspace",
                                            r, what));
+      if (a.role == ArgumentRole::workspace && !first_workspace_)
+        first_workspace_ = at(role->second);
+      if (a.role == ArgumentRole::workspace && a.type != ElementType::float32)
+        fail(at(keys.at("type")), fmt::format("workspace {} is {}; expected float32 (a workspace "
+                                              "is filled with NaN before each check)",
+                                              what, type));
       const YAML::Node& dims = list(shape->second, what + " shape");
       if (dims.size() == 0)
         fail(at(shape->second),
@@ -501,6 +511,24 @@ void Reader::read_default(const Entry& entry) {
       fail(at(entry), fmt::format("'default' lacks parameter '{}'; expected a value for every "
                                   "parameter",
                                   name));
+}
+
+void Reader::read_prologue(const Entry& entry) {
+  auto keys = map(entry.value, at(entry), "'prologue'",
+                  {"entry", "when", "grid", "block", "shared_memory"}, {"entry", "grid", "block"});
+  PrologueSource prologue;
+  prologue.kernel.entry =
+      identifier(keys.at("entry").value, at(keys.at("entry")), "prologue entry point");
+  prologue.kernel.where = at(keys.at("entry"));
+  if (prologue.kernel.entry == space_->kernel.entry)
+    fail(at(keys.at("entry")),
+         fmt::format("prologue entry '{}' is the main entry point; expected another extern \"C\" "
+                     "__global__ function of the same template",
+                     prologue.kernel.entry));
+  if (auto it = keys.find("when"); it != keys.end())
+    prologue.when = expression(it->second.value, at(it->second), "prologue.when", Scope::full);
+  read_geometry(prologue.kernel, keys, "prologue", at(entry), Scope::full);
+  space_->prologue = std::move(prologue);
 }
 
 void Reader::read_tolerance(const Entry& entry) {
@@ -578,7 +606,7 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
          "arguments, parameters, default, launch");
   auto keys = map(root, at(root), "the space",
                   {"kernel", "template", "entry", "reference", "shape", "arguments", "parameters",
-                   "default", "constraints", "launch", "tolerance"},
+                   "default", "constraints", "launch", "prologue", "tolerance"},
                   {"kernel", "template", "entry", "reference", "shape", "arguments", "parameters",
                    "default", "launch"});
   SearchSpace::Impl& s = *space_;
@@ -605,6 +633,11 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
                     {"grid", "block"}),
                 "launch", at(launch), Scope::full);
 
+  if (auto it = keys.find("prologue"); it != keys.end()) read_prologue(it->second);
+  if (first_workspace_ && !s.prologue)
+    fail(*first_workspace_, "a workspace argument needs a 'prologue' section to fill it; expected "
+                            "a prologue, or role input/output");
+
   const Entry& reference = keys.at("reference");
   auto ref = map(reference.value, at(reference), "'reference'",
                  {"template", "entry", "grid", "block", "shared_memory"},
@@ -619,6 +652,7 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
 
   s.template_text = read_template(keys.at("template"), &s.kernel.path);
   s.reference_text = read_template(ref.at("template"), &s.reference.path);
+  if (s.prologue) s.prologue->kernel.path = s.kernel.path;
 
   s.adopt_expressions();
   s.plan_enumeration();

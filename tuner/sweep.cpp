@@ -245,8 +245,7 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
           } else {
             candidate.label = p.config_text;
             candidate.cubin = compiled.binary().cubin;
-            candidate.entry = space.kernel().entry;
-            candidate.geometry = geometry;
+            describe_launch(space, p.config, shape, candidate);
             // The best of this sweep only: an earlier run's times may have
             // been taken with another cache method.
             Cutoff cutoff{progress.best_us.value_or(0.0), options.cutoff_factor};

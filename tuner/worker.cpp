@@ -210,14 +210,40 @@ EvaluationResult decode_result(const json& j) {
   return r;
 }
 
+namespace {
+
+void encode_geometry(json& j, const LaunchGeometry& g) {
+  j["grid"] = {g.grid[0], g.grid[1], g.grid[2]};
+  j["block"] = {g.block[0], g.block[1], g.block[2]};
+  j["shared_bytes"] = g.shared_bytes;
+}
+
+LaunchGeometry decode_geometry(const json& j) {
+  LaunchGeometry g;
+  for (int i = 0; i < 3; ++i) {
+    g.grid[i] = j.at("grid").at(static_cast<std::size_t>(i)).get<std::int64_t>();
+    g.block[i] = j.at("block").at(static_cast<std::size_t>(i)).get<std::int64_t>();
+  }
+  g.shared_bytes = j.at("shared_bytes").get<std::int64_t>();
+  return g;
+}
+
+}  // namespace
+
 json encode(const Candidate& c) {
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(c.cubin.data());
-  return {{"label", c.label},
-          {"cubin", json::binary(std::vector<std::uint8_t>(bytes, bytes + c.cubin.size()))},
-          {"entry", c.entry},
-          {"grid", {c.geometry.grid[0], c.geometry.grid[1], c.geometry.grid[2]}},
-          {"block", {c.geometry.block[0], c.geometry.block[1], c.geometry.block[2]}},
-          {"shared_bytes", c.geometry.shared_bytes}};
+  json j = {{"label", c.label},
+            {"cubin", json::binary(std::vector<std::uint8_t>(bytes, bytes + c.cubin.size()))},
+            {"entry", c.entry}};
+  encode_geometry(j, c.geometry);
+  // Absent for a config without a prologue: such candidates travel as before.
+  if (c.prologue) {
+    json p = {{"entry", c.prologue->entry}};
+    encode_geometry(p, c.prologue->geometry);
+    j["prologue"] = std::move(p);
+  }
+  if (!c.workspace_bytes.empty()) j["workspace_bytes"] = c.workspace_bytes;
+  return j;
 }
 
 Candidate decode_candidate(const json& j) {
@@ -226,11 +252,13 @@ Candidate decode_candidate(const json& j) {
   const auto& binary = j.at("cubin").get_binary();
   c.cubin.assign(reinterpret_cast<const char*>(binary.data()), binary.size());
   c.entry = j.at("entry").get<std::string>();
-  for (int i = 0; i < 3; ++i) {
-    c.geometry.grid[i] = j.at("grid").at(static_cast<std::size_t>(i)).get<std::int64_t>();
-    c.geometry.block[i] = j.at("block").at(static_cast<std::size_t>(i)).get<std::int64_t>();
+  c.geometry = decode_geometry(j);
+  if (j.contains("prologue")) {
+    const json& p = j.at("prologue");
+    c.prologue = PrologueLaunch{p.at("entry").get<std::string>(), decode_geometry(p)};
   }
-  c.geometry.shared_bytes = j.at("shared_bytes").get<std::int64_t>();
+  if (j.contains("workspace_bytes"))
+    c.workspace_bytes = j.at("workspace_bytes").get<std::vector<std::int64_t>>();
   return c;
 }
 

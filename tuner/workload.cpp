@@ -100,6 +100,7 @@ struct Workload::Impl {
   std::vector<BoundArgument> bound;
   std::vector<std::size_t> input_indices;   // into bound
   std::vector<std::size_t> output_indices;  // into bound
+  std::vector<std::size_t> workspace_indices;  // into bound
   std::vector<DeviceBuffer> outputs;        // one per output argument
   std::vector<std::vector<DeviceBuffer>> references;  // [validation set][output]
   std::vector<InputSet> sets;
@@ -128,6 +129,10 @@ struct Workload::Impl {
           break;
         case ArgumentRole::scalar:
           store_scalar(bound[i], list.slots[i]);
+          break;
+        case ArgumentRole::workspace:
+          // Null until a candidate whose prologue runs installs its buffer
+          // (set_workspace); the reference always gets null.
           break;
       }
       list.pointers[i] = list.slots[i].bytes;
@@ -241,6 +246,10 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
   for (std::size_t i = 0; i < w.bound.size(); ++i) {
     const Argument& argument = *w.bound[i].argument;
     if (argument.role == ArgumentRole::scalar) continue;
+    if (argument.role == ArgumentRole::workspace) {
+      w.workspace_indices.push_back(i);
+      continue;  // the evaluator allocates it, per candidate whose prologue runs
+    }
     std::int64_t bytes = checked_bytes(w.bound[i]);
     if (argument.role == ArgumentRole::input) {
       w.input_indices.push_back(i);
@@ -367,6 +376,24 @@ void Workload::flush_l2() {
   Impl& w = *impl_;
   if (!w.flush.get()) return;
   w.support->flush_l2(w.flush.get(), w.flush.bytes() / 4, ++w.flush_counter, *w.stream);
+}
+
+std::vector<std::int64_t> Workload::workspace_bytes() const {
+  std::vector<std::int64_t> out;
+  for (std::size_t index : impl_->workspace_indices)
+    out.push_back(impl_->bound[index].element_count *
+                  static_cast<std::int64_t>(element_size(impl_->bound[index].argument->type)));
+  return out;
+}
+
+void Workload::set_workspace(const std::vector<void*>& pointers) {
+  Impl& w = *impl_;
+  if (pointers.size() != w.workspace_indices.size())
+    throw EnvironmentError(fmt::format("set_workspace: {} pointers for {} workspace arguments",
+                                       pointers.size(), w.workspace_indices.size()));
+  for (InputSet& set : w.sets)
+    for (std::size_t k = 0; k < pointers.size(); ++k)
+      std::memcpy(set.arguments.slots[w.workspace_indices[k]].bytes, &pointers[k], sizeof(void*));
 }
 
 std::optional<std::string> tolerance_failure(const ValidationStats& stats, const Tolerance& tolerance) {

@@ -44,6 +44,13 @@ class Workload {
   /// Argument pointers of input set `set`, in launch order (for cudaLaunchKernel).
   void** arguments(int set);
 
+  /// Bytes of each workspace argument at this shape, in launch order.
+  std::vector<std::int64_t> workspace_bytes() const;
+  /// Points the workspace arguments of every input set at `pointers` (one
+  /// per workspace argument; null to pass none, as for a config without a
+  /// prologue).  Host-side only: affects launches issued afterwards.
+  void set_workspace(const std::vector<void*>& pointers);
+
   /// Writes NaN into every output buffer (asynchronously, on stream()).
   void poison_outputs();
   /// Compares the outputs with the reference of validation set `set`
