@@ -44,6 +44,7 @@
 #error "fused_mla_attention needs SHAPE_H, SHAPE_D and SHAPE_R"
 #endif
 #if !defined(ALGORITHM) || !defined(ALGORITHM_expanded) || !defined(ALGORITHM_tf32x3) || \
+    !defined(ALGORITHM_tf32x3_2k) || \
     !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS)
@@ -56,7 +57,11 @@ constexpr int kH = SHAPE_H;
 constexpr int kD = SHAPE_D;
 constexpr int kR = SHAPE_R;
 constexpr bool kExpanded = ALGORITHM == ALGORITHM_expanded;
-constexpr bool kTc = ALGORITHM == ALGORITHM_tf32x3;
+// tf32x3_2k: two kernels; fused_mla_expand_kv writes K and V once into the
+// workspace, and the attention kernel reads them (no re-expansion per query
+// tile).  Everything else is tf32x3's.
+constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k;
+constexpr bool kTc = ALGORITHM == ALGORITHM_tf32x3 || k2k;
 constexpr int kTpq = THREADS_PER_QUERY;
 constexpr int kQpb = QUERIES_PER_BLOCK;
 constexpr int kHpb = HEADS_PER_BLOCK;
@@ -100,15 +105,23 @@ constexpr int kWarpsPerHead = kQpb / 16;
 // heads met by one warp (when a warp spans several heads) use distinct banks.
 // tf32x3: the latent tile, then per head K and V tiles and the block's
 // (pre-scaled) query rows.
-constexpr int kLatentTileFloats = kTc ? kKeyTile * kLs : kStage ? kKeyTile * kR : 0;
+constexpr int kLatentTileFloats = k2k ? 0 : kTc ? kKeyTile * kLs : kStage ? kKeyTile * kR : 0;
 constexpr int kHeadStride = kKeyTile * kD + kTpq * kVec;
-constexpr int kKvTileFloats = kTc ? kHpb * (2 * kKeyTile + kQpb) * kKs
+// (tf32x3_2k: two K and V buffers, one loading while the other is read.)
+constexpr int kKvTileFloats = k2k   ? kHpb * (4 * kKeyTile + kQpb) * kKs
+                              : kTc ? kHpb * (2 * kKeyTile + kQpb) * kKs
                                   : kExpanded ? 2 * kHpb * kHeadStride : 0;
 // tf32x3 with STAGE_WEIGHTS: both weight slices of every head of the block,
 // rows of kWsPad floats (see kWs below).
 constexpr int kWsPad = kDp % 16 == 0 ? kDp + 8 : kDp;
 constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0;
-constexpr unsigned kSmemBytes = 4u * (kLatentTileFloats + kKvTileFloats + kWeightFloats);
+constexpr unsigned kSmemBytes = 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
+// fused_mla_expand_kv (tf32x3_2k): the latent tile, one K and V tile per
+// head, and the staged weights.
+constexpr unsigned kExpandSmemBytes =
+    4u * (kKeyTile * kLs + 2 * kHpb * kKeyTile * kKs + kWeightFloats);
+// The workspace: per (b, h) the rows s of [K | V], 2 kDp floats each.
+constexpr int kWsRow = 2 * kDp;
 
 // Optional cross-checks of the YAML's launch expressions (scripts/check-templates
 // passes what the space evaluates to): a mismatch is a compile error.
@@ -749,8 +762,8 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
                                        const float* __restrict__ kv_latent,
                                        const float* __restrict__ w_up_k,
                                        const float* __restrict__ w_up_v, float* __restrict__ out,
-                                       int T, float scale, int b, int t0, int h0, int s_end,
-                                       int tid, float* smem) {
+                                       const float* __restrict__ kv_ws, int T, float scale, int b,
+                                       int t0, int h0, int s_end, int tid, float* smem) {
   const int warp = tid / 32;
   const int g = (tid % 32) / 4;
   const int c = tid % 4;
@@ -758,12 +771,28 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
   const int row0 = t0 + (warp % kWarpsPerHead) * 16;  // the warp's first query
   const int h = h0 + hl;
 
+  // tf32x3: latent tile, K, V, queries, weights.  tf32x3_2k: K and V of
+  // buffer 0, K and V of buffer 1, queries.
+  constexpr int kKvFloats = kHpb * kKeyTile * kKs;
   float* lat_tile = smem;
   float* ktile = smem + kLatentTileFloats;
-  float* vtile = ktile + kHpb * kKeyTile * kKs;
-  float* qtile = vtile + kHpb * kKeyTile * kKs;
+  float* vtile = ktile + kKvFloats;
+  float* qtile = k2k ? smem + 4 * kKvFloats : vtile + kKvFloats;
   float* wtile = qtile + kHpb * kQpb * kKs;  // kWeightFloats (STAGE_WEIGHTS)
   const float* lat_b = kv_latent + static_cast<long long>(b) * T * kR;
+  // K and V rows [s0, s0 + kKeyTile) of the block's heads from the
+  // workspace into buffer `buf` (tf32x3_2k).
+  auto load_kv = [&](int s0, int buf) {
+#pragma unroll 1
+    for (int i = 0; i < kHpb; ++i) {
+      const float* src =
+          kv_ws + ((static_cast<long long>(b) * kH + h0 + i) * T + s0) * kWsRow;
+      float* kdst = smem + buf * 2 * kKvFloats + i * kKeyTile * kKs;
+      stage_rows_async<kDp, kDp>(kdst, kKs, src, kWsRow, kKeyTile, s_end - s0, tid);
+      stage_rows_async<kDp, kDp>(kdst + kKvFloats, kKs, src + kDp, kWsRow, kKeyTile, s_end - s0,
+                                 tid);
+    }
+  };
 
   // One round trip for everything the first key tile needs.
 #pragma unroll 1
@@ -771,19 +800,21 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
     stage_rows_async<kD, kDp>(qtile + i * kQpb * kKs, kKs,
                               q + ((static_cast<long long>(b) * T + t0) * kH + h0 + i) * kD,
                               static_cast<long long>(kH) * kD, kQpb, T - t0, tid);
-    if constexpr (kStageW) {
+    if constexpr (kStageW && !k2k) {
       stage_rows_async<kD, kDp>(wtile + (i * 2) * kRp * kWs, kWs, w_up_k + (h0 + i) * kD,
                                 static_cast<long long>(kH) * kD, kRp, kR, tid);
       stage_rows_async<kD, kDp>(wtile + (i * 2 + 1) * kRp * kWs, kWs, w_up_v + (h0 + i) * kD,
                                 static_cast<long long>(kH) * kD, kRp, kR, tid);
     }
   }
-  stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b, kR, kKeyTile, s_end, tid);
+  if constexpr (k2k) {
+    load_kv(0, 0);
+  } else {
+    stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b, kR, kKeyTile, s_end, tid);
+  }
   cp_async_commit();
 
   const float* qs = qtile + (hl * kQpb + (warp % kWarpsPerHead) * 16) * kKs;
-  const float* ks = ktile + hl * kKeyTile * kKs;
-  const float* vs = vtile + hl * kKeyTile * kKs;
   // Logits in log2 units (softmax by ex2).
   const float lscale = scale * 1.4426950408889634f;
 
@@ -795,15 +826,33 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
   float m_run[2] = {neg_inf(), neg_inf()};  // rows g and g + 8
   float l_run[2] = {0.0f, 0.0f};            // this lane's share of the row sums
 
-  for (int s0 = 0; s0 < s_end; s0 += kKeyTile) {
+  for (int s0 = 0, it = 0; s0 < s_end; s0 += kKeyTile, ++it) {
+    const float* ks;
+    const float* vs;
     cp_async_wait_all();
-    __syncthreads();  // the latent tile (and queries, weights) landed; K, V free
-    tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c);
-    __syncthreads();  // K and V ready; the latent tile is free
-    if (s0 + kKeyTile < s_end) {
-      stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b + static_cast<long long>(s0 + kKeyTile) * kR,
-                                kR, kKeyTile, s_end - s0 - kKeyTile, tid);
-      cp_async_commit();
+    if constexpr (k2k) {
+      // This tile's K and V (and the queries) landed, and every warp is done
+      // with the other buffer: the next tile loads into it during attention.
+      __syncthreads();
+      const int buf = it & 1;
+      ks = smem + buf * 2 * kKvFloats + hl * kKeyTile * kKs;
+      vs = ks + kKvFloats;
+      if (s0 + kKeyTile < s_end) {
+        load_kv(s0 + kKeyTile, buf ^ 1);
+        cp_async_commit();
+      }
+    } else {
+      __syncthreads();  // the latent tile (and queries, weights) landed; K, V free
+      tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c);
+      __syncthreads();  // K and V ready; the latent tile is free
+      if (s0 + kKeyTile < s_end) {
+        stage_rows_async<kR, kRp>(lat_tile, kLs,
+                                  lat_b + static_cast<long long>(s0 + kKeyTile) * kR, kR,
+                                  kKeyTile, s_end - s0 - kKeyTile, tid);
+        cp_async_commit();
+      }
+      ks = ktile + hl * kKeyTile * kKs;
+      vs = vtile + hl * kKeyTile * kKs;
     }
     // Key tiles start at multiples of 16 and so do the warp's rows: a tile
     // the warp reaches at all holds key s0 <= every row of the warp, so no
@@ -915,13 +964,90 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
 
 }  // namespace mla
 
+// The prologue of tf32x3_2k (launched first, on the same stream, with the
+// same arguments): K and V of every (b, h, s) into kv_ws, laid out as
+// [B][H][T][K | V] with rows of 2 kDp floats (the padding columns are zero).
+// Launch: grid [ceil(T / KEY_TILE) * (H / HEADS_PER_BLOCK) * B], the main
+// kernel's block, dynamic shared memory mla::kExpandSmemBytes; anything else
+// traps.  Other algorithms never launch it.
+extern "C" __global__ void __launch_bounds__(mla::kThreads, 1)
+fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_latent,
+                    const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
+                    float* __restrict__ out, float* __restrict__ kv_ws, int B, int T, float scale) {
+  using namespace mla;
+  if constexpr (!k2k) {
+    __trap();
+  } else {
+    extern __shared__ float4 smem_f4[];
+    float* smem = reinterpret_cast<float*>(smem_f4);
+    unsigned dynamic_smem;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_smem));
+    if (blockDim.x != kThreads || blockDim.y != 1 || blockDim.z != 1 ||
+        dynamic_smem < kExpandSmemBytes)
+      __trap();
+
+    constexpr int kHeadGroups = kH / kHpb;
+    const int ntiles = (T + kKeyTile - 1) / kKeyTile;
+    const int tile = blockIdx.x % ntiles;
+    const int rest = blockIdx.x / ntiles;
+    const int hg = rest % kHeadGroups;
+    const int b = rest / kHeadGroups;
+    if (b >= B) return;  // whole block
+    const int s0 = tile * kKeyTile;
+    const int h0 = hg * kHpb;
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int g = (tid % 32) / 4;
+    const int c = tid % 4;
+
+    float* lat_tile = smem;
+    float* ktile = lat_tile + kKeyTile * kLs;
+    float* vtile = ktile + kHpb * kKeyTile * kKs;
+    float* wtile = vtile + kHpb * kKeyTile * kKs;
+    const float* lat_b = kv_latent + static_cast<long long>(b) * T * kR;
+    if constexpr (kStageW) {
+#pragma unroll 1
+      for (int i = 0; i < kHpb; ++i) {
+        stage_rows_async<kD, kDp>(wtile + (i * 2) * kRp * kWs, kWs, w_up_k + (h0 + i) * kD,
+                                  static_cast<long long>(kH) * kD, kRp, kR, tid);
+        stage_rows_async<kD, kDp>(wtile + (i * 2 + 1) * kRp * kWs, kWs, w_up_v + (h0 + i) * kD,
+                                  static_cast<long long>(kH) * kD, kRp, kR, tid);
+      }
+    }
+    stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b + static_cast<long long>(s0) * kR, kR, kKeyTile,
+                              T - s0, tid);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c);
+    __syncthreads();
+
+    // Out in 16-byte pieces: consecutive threads write consecutive columns.
+    const int rows = min(kKeyTile, T - s0);
+    constexpr int kRowVecs = kWsRow / 4;
+    for (int idx = tid; idx < kHpb * kKeyTile * kRowVecs; idx += kThreads) {
+      const int col = (idx % kRowVecs) * 4;
+      const int r = (idx / kRowVecs) % kKeyTile;
+      const int i = idx / (kRowVecs * kKeyTile);
+      if (r >= rows) continue;
+      const float* src = (col < kDp ? ktile + col : vtile + (col - kDp)) + (i * kKeyTile + r) * kKs;
+      *reinterpret_cast<float4*>(
+          kv_ws + ((static_cast<long long>(b) * kH + h0 + i) * T + s0 + r) * kWsRow + col) =
+          *reinterpret_cast<const float4*>(src);
+    }
+  }
+}
+
 // Launch: grid [ceil(T / QUERIES_PER_BLOCK) * (H / HEADS_PER_BLOCK) * B],
 // block [THREADS_PER_QUERY * QUERIES_PER_BLOCK * HEADS_PER_BLOCK], dynamic
-// shared memory mla::kSmemBytes; anything else traps.
+// shared memory mla::kSmemBytes; anything else traps.  kv_ws is read by
+// tf32x3_2k only (written by fused_mla_expand_kv just before); the other
+// algorithms get a null pointer.
 extern "C" __global__ void __launch_bounds__(mla::kThreads, 1)
 fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_latent,
                     const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
-                    float* __restrict__ out, int B, int T, float scale) {
+                    float* __restrict__ out, const float* __restrict__ kv_ws, int B, int T,
+                    float scale) {
   using namespace mla;
   extern __shared__ float4 smem_f4[];
   float* smem = reinterpret_cast<float*>(smem_f4);
@@ -956,7 +1082,7 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
   const int s_end = min(T, t0 + kQpb);  // keys the block needs: s < s_end
 
   if constexpr (kTc) {
-    tf32x3(q, kv_latent, w_up_k, w_up_v, out, T, scale, b, t0, hg * kHpb, s_end, tid, smem);
+    tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem);
   } else if constexpr (kExpanded) {
     expanded(q, kv_latent, w_up_k, w_up_v, out, T, scale, b, t, hg * kHpb, hl, active, s_end,
              tid, lane, smem);

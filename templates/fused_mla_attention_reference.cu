@@ -1,5 +1,6 @@
 // Float64 reference for fused MLA attention, used by validation at every
-// shape.  Same arguments as the tuned kernel except that `out` is double.
+// shape.  Same arguments as the tuned kernel except that `out` is double (and
+// the workspace `kv_ws`, which the reference neither needs nor reads).
 //
 // It computes the absorbed rewrite in double, which is exact algebra:
 //   qa  = w_up_k[:,h,:] q                          (R doubles, shared memory)
@@ -40,7 +41,8 @@ __device__ __forceinline__ double warp_sum(double v) {
 extern "C" __global__ void __launch_bounds__(256, 1)
 fused_mla_attention_reference(const float* __restrict__ q, const float* __restrict__ kv_latent,
                               const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
-                              double* __restrict__ out, int B, int T, float scale) {
+                              double* __restrict__ out, const float* __restrict__ kv_ws, int B,
+                              int T, float scale) {
   using namespace mla_ref;
   __shared__ double q_s[kD];
   __shared__ double vec_s[kR];       // qa, later the normalized accumulator
