@@ -19,6 +19,11 @@
 //             (the dropped a_lo.b_lo term is ~2^-22 relative).  A warp owns
 //             16 query rows of one head; the block expands K and V tiles with
 //             the same split MMAs.
+//   tf32x3_2k tf32x3 in two kernels: the space's prologue,
+//             fused_mla_expand_kv, writes K and V of every (b, h, s) once to
+//             the workspace kv_ws; the attention kernel then reads K and V
+//             tiles from it instead of re-expanding them for every query tile
+//             (which costs R / QUERIES_PER_BLOCK times the attention).
 //
 // Work map: a block owns QUERIES_PER_BLOCK consecutive positions of one batch
 // and HEADS_PER_BLOCK consecutive heads; THREADS_PER_QUERY lanes (a power of
