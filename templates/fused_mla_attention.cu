@@ -671,6 +671,17 @@ __device__ __forceinline__ void stage_rows_async(float* tile, int stride, const 
 constexpr bool kStageW = STAGE_WEIGHTS != 0;
 constexpr int kWs = kWsPad;
 
+// Starts copying head h0 + i's w_up_k and w_up_v slices into their places in
+// the staged weights (STAGE_WEIGHTS).
+__device__ __forceinline__ void stage_head_weights_async(float* wtile, const float* w_up_k,
+                                                         const float* w_up_v, int h0, int i,
+                                                         int tid) {
+  stage_rows_async<kD, kDp>(wtile + (i * 2) * kRp * kWs, kWs, w_up_k + (h0 + i) * kD,
+                            static_cast<long long>(kH) * kD, kRp, kR, tid);
+  stage_rows_async<kD, kDp>(wtile + (i * 2 + 1) * kRp * kWs, kWs, w_up_v + (h0 + i) * kD,
+                            static_cast<long long>(kH) * kD, kRp, kR, tid);
+}
+
 // K and V tiles (kKeyTile x kDp per head) = latent tile (kKeyTile x kRp) .
 // w_up_{k,v}[:, h, :].  A unit of work is one matrix of one head and kNPair
 // column groups of 8, over all kKeyTile rows, so that each split A fragment
@@ -805,12 +816,7 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
     stage_rows_async<kD, kDp>(qtile + i * kQpb * kKs, kKs,
                               q + ((static_cast<long long>(b) * T + t0) * kH + h0 + i) * kD,
                               static_cast<long long>(kH) * kD, kQpb, T - t0, tid);
-    if constexpr (kStageW && !k2k) {
-      stage_rows_async<kD, kDp>(wtile + (i * 2) * kRp * kWs, kWs, w_up_k + (h0 + i) * kD,
-                                static_cast<long long>(kH) * kD, kRp, kR, tid);
-      stage_rows_async<kD, kDp>(wtile + (i * 2 + 1) * kRp * kWs, kWs, w_up_v + (h0 + i) * kD,
-                                static_cast<long long>(kH) * kD, kRp, kR, tid);
-    }
+    if constexpr (kStageW && !k2k) stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, tid);
   }
   if constexpr (k2k) {
     load_kv(0, 0);
@@ -1012,12 +1018,7 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
     const float* lat_b = kv_latent + static_cast<long long>(b) * T * kR;
     if constexpr (kStageW) {
 #pragma unroll 1
-      for (int i = 0; i < kHpb; ++i) {
-        stage_rows_async<kD, kDp>(wtile + (i * 2) * kRp * kWs, kWs, w_up_k + (h0 + i) * kD,
-                                  static_cast<long long>(kH) * kD, kRp, kR, tid);
-        stage_rows_async<kD, kDp>(wtile + (i * 2 + 1) * kRp * kWs, kWs, w_up_v + (h0 + i) * kD,
-                                  static_cast<long long>(kH) * kD, kRp, kR, tid);
-      }
+      for (int i = 0; i < kHpb; ++i) stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, tid);
     }
     stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b + static_cast<long long>(s0) * kR, kR, kKeyTile,
                               T - s0, tid);
