@@ -13,30 +13,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "tests/gpu_worker.h"
 #include "tuner/space.h"
 #include "tuner/support_kernels.h"
 #include "tuner/worker.h"
 
 namespace mlatune {
 namespace {
-
-WorkerOptions worker_options() {
-  WorkerOptions options;
-  options.executable = std::filesystem::path(MLATUNE_BINARY_DIR) / "mlatune-worker";
-  return options;
-}
-
-/// Asks a worker (never this process) whether a GPU is usable.
-const DeviceReport& gpu() {
-  static const DeviceReport report = [] {
-    Worker worker(worker_options());
-    return worker.probe_device();
-  }();
-  return report;
-}
-
-#define MLATUNE_REQUIRE_GPU() \
-  if (!gpu().usable) GTEST_SKIP() << "no GPU: " << gpu().reason
 
 std::filesystem::path faults_space() {
   return std::filesystem::path(MLATUNE_TEST_DATA_DIR) / "faults" / "faults.yaml";

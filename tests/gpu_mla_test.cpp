@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/gpu_worker.h"
 #include "tuner/compile_pool.h"
 #include "tuner/compiler.h"
 #include "tuner/cuda.h"
@@ -30,12 +31,6 @@ namespace {
 
 const std::filesystem::path space_file =
     std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "fused_mla_attention.yaml";
-
-WorkerOptions worker_options() {
-  WorkerOptions options;
-  options.executable = std::filesystem::path(MLATUNE_BINARY_DIR) / "mlatune-worker";
-  return options;
-}
 
 /// At least `minimum` distinct valid configs: first one for every (parameter,
 /// value) pair that some valid config has at this shape, then uniform draws.

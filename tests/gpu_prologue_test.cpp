@@ -14,6 +14,7 @@
 
 #include "cache/dispatcher.h"
 #include "cache/store.h"
+#include "tests/gpu_worker.h"
 #include "tuner/cuda.h"
 #include "tuner/evaluator.h"
 #include "tuner/space.h"
@@ -27,23 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR) / "spaces" / "prologue.yaml";
-
-WorkerOptions worker_options() {
-  WorkerOptions options;
-  options.executable = fs::path(MLATUNE_BINARY_DIR) / "mlatune-worker";
-  return options;
-}
-
-const DeviceReport& gpu() {
-  static const DeviceReport report = [] {
-    Worker worker(worker_options());
-    return worker.probe_device();
-  }();
-  return report;
-}
-
-#define MLATUNE_REQUIRE_GPU() \
-  if (!gpu().usable) GTEST_SKIP() << "no GPU: " << gpu().reason
 
 Candidate build(const SearchSpace& space, const std::string& config_text, const Shape& shape,
                 const std::string& arch) {

@@ -1,6 +1,7 @@
 // The worker isolation without a GPU: the framing, and a real mlatune-worker
 // told (through its test-only request) to crash, hang or exit, so that crash
 // and timeout handling and worker replacement are tested everywhere.
+#include "tests/gpu_worker.h"
 #include "tuner/worker.h"
 
 #include <chrono>
@@ -16,8 +17,7 @@ using json = nlohmann::json;
 using steady = std::chrono::steady_clock;
 
 WorkerOptions test_options() {
-  WorkerOptions options;
-  options.executable = std::filesystem::path(MLATUNE_BINARY_DIR) / "mlatune-worker";
+  WorkerOptions options = worker_options();
   options.allow_test_faults = true;
   options.timeout_floor_s = 1.0;
   return options;
