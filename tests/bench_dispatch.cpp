@@ -43,6 +43,7 @@
 #include "cache/mla.h"
 #include "cache/mla_c_api.h"
 #include "cache/store.h"
+#include "tests/tuned_entry.h"
 #include "tuner/compiler.h"
 #include "tuner/cuda.h"
 #include "tuner/space.h"
@@ -104,23 +105,9 @@ struct Setup {
       skip = "the default config does not compile: " + compiled.failure().message;
       return;
     }
-    {  // What a sweep leaves behind: the best entry at the shape ...
-      Store store = Store::open(db);
-      std::int64_t kernel = store.ensure_kernel(
-          KernelInfo{space->kernel_name(), space->template_hash(), space->definition_hash()});
-      std::int64_t device = store.ensure_device(probe.device.info());
-      std::int64_t toolchain = store.ensure_toolchain(ToolchainInfo::current());
-      std::int64_t run =
-          store.begin_run(RunInfo{kernel, device, toolchain, space_file.string(), space->text(), "bench", "{}"});
-      Measurement m;
-      m.run_id = run;
-      m.shape = space->shape_string(shape);
-      m.config = space->config_string(config);
-      m.timing = Timing{1, 1, 1, 1, 0, "bench (not timed)"};
-      m.error = ErrorFigures{0, 0};
-      store.record(m);
-      store.finish_run(run, RunStatus::finished);
-    }
+    // What a sweep leaves behind: the best entry at the shape ...
+    record_tuned_entry(db, *space, space_file, probe.device.info(), space->shape_string(shape),
+                       space->config_string(config), "bench", Timing{1, 1, 1, 1, 0, "bench (not timed)"});
     dispatcher = Dispatcher::open(db, space_file);
     const Choice choice = dispatcher->describe(shape).choice;
     if (choice.reason != ChoiceReason::hit || !(choice.binary == compiled.key())) {

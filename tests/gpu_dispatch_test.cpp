@@ -26,6 +26,7 @@
 #include "cache/mla.h"
 #include "cache/mla_c_api.h"
 #include "cache/store.h"
+#include "tests/tuned_entry.h"
 #include "tuner/compiler.h"
 #include "tuner/cuda.h"
 #include "tuner/space.h"
@@ -63,21 +64,9 @@ class GpuDispatchTest : public ::testing::Test {
 
   // Makes `config` the best entry at `shape` for this GPU (what a sweep would do).
   void tune(const fs::path& db, const Shape& s, const Config& config) {
-    Store store = Store::open(db);
-    std::int64_t kernel = store.ensure_kernel(
-        KernelInfo{space_->kernel_name(), space_->template_hash(), space_->definition_hash()});
-    std::int64_t device = store.ensure_device(device_);
-    std::int64_t toolchain = store.ensure_toolchain(ToolchainInfo::current());
-    std::int64_t run = store.begin_run(RunInfo{kernel, device, toolchain, space_file.string(), space_->text(),
-                                               "gpu_dispatch_test", "{}"});
-    Measurement m;
-    m.run_id = run;
-    m.shape = space_->shape_string(s);
-    m.config = space_->config_string(config);
-    m.timing = Timing{10, 10, 10, 1, 0, "gpu_dispatch_test (not timed)"};
-    m.error = ErrorFigures{0, 0};
-    store.record(m);
-    store.finish_run(run, RunStatus::finished);
+    record_tuned_entry(db, *space_, space_file, device_, space_->shape_string(s),
+                       space_->config_string(config), "gpu_dispatch_test",
+                       Timing{10, 10, 10, 1, 0, "gpu_dispatch_test (not timed)"});
   }
 
   // Dispatches at `d` through the C ABI on fresh random inputs and returns the

@@ -14,6 +14,7 @@
 
 #include "cache/dispatcher.h"
 #include "cache/store.h"
+#include "tests/tuned_entry.h"
 #include "tests/gpu_worker.h"
 #include "tuner/cuda.h"
 #include "tuner/evaluator.h"
@@ -104,21 +105,8 @@ class GpuPrologueDispatch : public ::testing::Test {
 
   // Makes `config` the best entry at `shape` (what a sweep would do).
   void tune(const fs::path& db, const std::string& shape, const std::string& config) {
-    Store store = Store::open(db);
-    std::int64_t kernel = store.ensure_kernel(
-        KernelInfo{space_->kernel_name(), space_->template_hash(), space_->definition_hash()});
-    std::int64_t device = store.ensure_device(device_);
-    std::int64_t toolchain = store.ensure_toolchain(ToolchainInfo::current());
-    std::int64_t run = store.begin_run(RunInfo{kernel, device, toolchain, space_file.string(),
-                                               space_->text(), "gpu_prologue_test", "{}"});
-    Measurement m;
-    m.run_id = run;
-    m.shape = shape;
-    m.config = config;
-    m.timing = Timing{10, 10, 10, 1, 0, "gpu_prologue_test (not timed)"};
-    m.error = ErrorFigures{0, 0};
-    store.record(m);
-    store.finish_run(run, RunStatus::finished);
+    record_tuned_entry(db, *space_, space_file, device_, shape, config, "gpu_prologue_test",
+                       Timing{10, 10, 10, 1, 0, "gpu_prologue_test (not timed)"});
   }
 
   DeviceInfo device_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cache/store.h"
+#include "tests/tuned_entry.h"
 #include "tests/run_program.h"
 #include "tuner/cuda.h"
 #include "tuner/space.h"
@@ -50,21 +51,9 @@ class RunCliTest : public ::testing::Test {
   Result run(const std::vector<std::string>& args) { return test_support::run_program(cli_, args, dir_); }
 
   void tune(const Shape& shape, const Config& config, double median_us) {
-    Store store = Store::open(db_);
-    std::int64_t kernel = store.ensure_kernel(
-        KernelInfo{space_->kernel_name(), space_->template_hash(), space_->definition_hash()});
-    std::int64_t device = store.ensure_device(DeviceInfo{"NVIDIA Test GPU", "sm_90", 1, 1, "13.0"});
-    std::int64_t toolchain = store.ensure_toolchain(ToolchainInfo::current());
-    std::int64_t run_id =
-        store.begin_run(RunInfo{kernel, device, toolchain, space_file.string(), space_->text(), "test", "{}"});
-    Measurement m;
-    m.run_id = run_id;
-    m.shape = space_->shape_string(shape);
-    m.config = space_->config_string(config);
-    m.timing = Timing{median_us, median_us, median_us, 5, 0, "test"};
-    m.error = ErrorFigures{1e-8, 1e-7};
-    store.record(m);
-    store.finish_run(run_id, RunStatus::finished);
+    record_tuned_entry(db_, *space_, space_file, DeviceInfo{"NVIDIA Test GPU", "sm_90", 1, 1, "13.0"},
+                       space_->shape_string(shape), space_->config_string(config), "test",
+                       Timing{median_us, median_us, median_us, 5, 0, "test"}, ErrorFigures{1e-8, 1e-7});
   }
 
   fs::path cli_, dir_, db_;
