@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "tuner/binary_cache.h"
+#include "cache/binary_record.h"
 
 namespace mlatune {
 

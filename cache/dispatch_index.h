@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "cache/store.h"
-#include "tuner/compiler.h"
-#include "tuner/device.h"
-#include "tuner/space.h"
+#include "core/compiler.h"
+#include "core/device.h"
+#include "core/space.h"
 
 namespace mlatune {
 

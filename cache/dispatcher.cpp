@@ -13,8 +13,8 @@
 
 #include "cache/shape_table.h"
 #include "cache/store.h"
-#include "tuner/compiler.h"
-#include "tuner/cuda.h"
+#include "core/compiler.h"
+#include "core/cuda.h"
 
 namespace mlatune {
 namespace {

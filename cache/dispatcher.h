@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "cache/dispatch_index.h"
-#include "tuner/space.h"
+#include "core/space.h"
 
 namespace mlatune {
 

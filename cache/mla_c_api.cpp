@@ -8,7 +8,7 @@
 
 #include "cache/dispatcher.h"
 #include "cache/mla.h"
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 
 struct mlatune_dispatcher {
   std::unique_ptr<mlatune::Dispatcher> dispatcher;

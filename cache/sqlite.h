@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 struct sqlite3;
 struct sqlite3_stmt;

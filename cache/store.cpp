@@ -1,6 +1,7 @@
 #include "cache/store.h"
 
-#include <nvrtc.h>
+#include "core/compiler.h"
+
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -400,15 +401,7 @@ std::string_view to_string(StaleEntry::Kind kind) {
   return "unknown";
 }
 
-ToolchainInfo ToolchainInfo::current() {
-  int major = 0;
-  int minor = 0;
-  nvrtcResult rc = nvrtcVersion(&major, &minor);
-  if (rc != NVRTC_SUCCESS) {
-    throw EnvironmentError(fmt::format("nvrtcVersion failed: {}", nvrtcGetErrorString(rc)));
-  }
-  return ToolchainInfo{fmt::format("{}.{}", major, minor), MLATUNE_VERSION};
-}
+ToolchainInfo ToolchainInfo::current() { return ToolchainInfo{mlatune::nvrtc_version(), MLATUNE_VERSION}; }
 
 // ---- opening -----------------------------------------------------------------------
 

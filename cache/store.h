@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "cache/sqlite.h"
-#include "tuner/device.h"
-#include "tuner/outcome.h"
-#include "tuner/resource_usage.h"
+#include "core/device.h"
+#include "core/outcome.h"
+#include "core/resource_usage.h"
 
 namespace mlatune {
 

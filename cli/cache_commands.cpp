@@ -17,7 +17,7 @@
 
 #include "cache/store.h"
 #include "cli/commands.h"
-#include "tuner/space.h"
+#include "core/space.h"
 
 namespace mlatune::cli {
 

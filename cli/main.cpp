@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "tuner/compiler.h"
-#include "tuner/error.h"
+#include "core/compiler.h"
+#include "core/error.h"
 
 namespace mlatune::cli {
 

@@ -17,9 +17,9 @@
 #include "cache/dispatcher.h"
 #include "cache/store.h"
 #include "cli/commands.h"
-#include "tuner/cuda.h"
-#include "tuner/error.h"
-#include "tuner/space.h"
+#include "core/cuda.h"
+#include "core/error.h"
+#include "core/space.h"
 #include "tuner/workload.h"
 
 namespace mlatune::cli {

@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "tuner/error.h"
-#include "tuner/space.h"
-#include "tuner/space_edit.h"
+#include "core/error.h"
+#include "core/space.h"
+#include "core/space_edit.h"
 
 namespace mlatune::cli {
 namespace {

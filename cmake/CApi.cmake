@@ -1,7 +1,7 @@
 # libmlatune_c.so: the C ABI of cache/mla_c_api.h as a shared library, for
 # callers that cannot link C++ (Python through ctypes, a PyTorch extension).
 #
-# mlatune_core is linked in statically, with the CUDA runtime (cudart_static).
+# mlatune_runtime (and the core below it; never the tuner) is linked in statically, with the CUDA runtime (cudart_static).
 # A version script keeps every symbol local except mlatune_*, so the library's
 # C++ internals (and its private copy of the CUDA runtime) can never clash with
 # those of the process that loads it.  (The script, not -fvisibility=hidden,
@@ -9,7 +9,7 @@
 # ABI header needs no export macro.)  The C ABI source is compiled into the
 # library itself: a static archive only contributes the objects something
 # references, and nothing inside the library would pull it.
-set_target_properties(mlatune_core PROPERTIES POSITION_INDEPENDENT_CODE ON)
+set_target_properties(mlatune_core mlatune_runtime PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
 # Debian's libyaml-cpp.a is not position-independent, so this library takes
 # yaml-cpp's shared object instead, bundled into ${CMAKE_BINARY_DIR}/lib like
@@ -22,7 +22,7 @@ mlatune_bundle_shared_library(${MLATUNE_YAML_CPP_SHARED})
 
 add_library(mlatune_c SHARED ${CMAKE_SOURCE_DIR}/cache/mla_c_api.cpp)
 target_compile_options(mlatune_c PRIVATE ${MLATUNE_WARNINGS})
-target_link_libraries(mlatune_c PRIVATE mlatune_core ${MLATUNE_YAML_CPP_SHARED}
+target_link_libraries(mlatune_c PRIVATE mlatune_runtime mlatune_core ${MLATUNE_YAML_CPP_SHARED}
                       CUDA::cudart_static CUDA::nvrtc)
 set(MLATUNE_C_VERSION_SCRIPT ${CMAKE_SOURCE_DIR}/cmake/mlatune_c.version)
 target_link_options(mlatune_c PRIVATE

@@ -1,6 +1,6 @@
 # Kernel templates and search spaces are compiled into the core library so that
 # the mlatune program works from any directory; files on disk still take
-# precedence when a space names them (see tuner/embedded.h).
+# precedence when a space names them (see core/embedded.h).
 #
 # mlatune_embed_files(OUT_VAR glob...) generates one .cpp that registers each
 # file under its path relative to the source root (e.g. "templates/x.cu").

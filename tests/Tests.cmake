@@ -8,15 +8,17 @@
 include(GoogleTest)
 
 # Every GoogleTest program starts in tests/test_main.cpp (NVRTC's compute
-# cache must be off before NVRTC loads; see tuner/compiler.h).
+# cache must be off before NVRTC loads; see core/compiler.h).
 add_library(mlatune_test_main STATIC ${CMAKE_SOURCE_DIR}/tests/test_main.cpp)
-target_link_libraries(mlatune_test_main PRIVATE mlatune_core GTest::gtest)
+target_link_libraries(mlatune_test_main PRIVATE mlatune_tuner GTest::gtest)
+target_include_directories(mlatune_test_main PRIVATE ${CMAKE_SOURCE_DIR})
 
 function(mlatune_add_gtest source)
   get_filename_component(name ${source} NAME_WE)
   add_executable(${name} ${source})
   target_compile_options(${name} PRIVATE ${MLATUNE_WARNINGS})
-  target_link_libraries(${name} PRIVATE mlatune_test_main mlatune_core GTest::gtest)
+  target_link_libraries(${name} PRIVATE mlatune_test_main mlatune_tuner GTest::gtest)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
   target_compile_definitions(${name} PRIVATE
     MLATUNE_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests"
     MLATUNE_BINARY_DIR="${CMAKE_BINARY_DIR}")
@@ -37,7 +39,8 @@ foreach(source IN LISTS MLATUNE_BENCH_SOURCES)
   get_filename_component(name ${source} NAME_WE)
   add_executable(${name} ${source})
   target_compile_options(${name} PRIVATE ${MLATUNE_WARNINGS})
-  target_link_libraries(${name} PRIVATE mlatune_core benchmark::benchmark)
+  target_link_libraries(${name} PRIVATE mlatune_tuner benchmark::benchmark)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
   target_compile_definitions(${name} PRIVATE
     MLATUNE_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests" MLATUNE_BINARY_DIR="${CMAKE_BINARY_DIR}")
   add_test(NAME ${name}_smoke COMMAND ${name} --benchmark_min_time=0.01)

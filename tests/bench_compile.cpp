@@ -10,8 +10,8 @@
 #include <benchmark/benchmark.h>
 
 #include "tuner/compile_pool.h"
-#include "tuner/compiler.h"
-#include "tuner/embedded.h"
+#include "core/compiler.h"
+#include "core/embedded.h"
 
 namespace mlatune {
 namespace {

@@ -44,9 +44,9 @@
 #include "cache/mla_c_api.h"
 #include "cache/store.h"
 #include "tests/tuned_entry.h"
-#include "tuner/compiler.h"
-#include "tuner/cuda.h"
-#include "tuner/space.h"
+#include "core/compiler.h"
+#include "core/cuda.h"
+#include "core/space.h"
 #include "tuner/workload.h"
 
 namespace mlatune {
@@ -281,7 +281,7 @@ BENCHMARK_CAPTURE(BM_HitOverhead, c_abi, EntryPoint::c_abi)->Iterations(rounds)-
 }  // namespace
 }  // namespace mlatune
 
-// NVRTC's compute cache must be off before NVRTC loads (tuner/compiler.h):
+// NVRTC's compute cache must be off before NVRTC loads (core/compiler.h):
 // the setup compiles the kernel with its resource report.
 int main(int argc, char** argv) {
   mlatune::ensure_compute_cache_disabled(argv);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cache/shape_table.h"
-#include "tuner/space.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

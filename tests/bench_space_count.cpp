@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <random>
 
-#include "tuner/space.h"
+#include "core/space.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tuner/replay.h"
-#include "tuner/space.h"
+#include "core/space.h"
 #include "tuner/strategy.h"
 
 namespace mlatune {

@@ -17,7 +17,7 @@
 
 #include "cache/mla_c_api.h"
 #include "tests/run_program.h"
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 
 namespace mlatune {
 namespace {

@@ -17,9 +17,9 @@
 
 #include "cache/store.h"
 #include "tests/run_program.h"
-#include "tuner/hash.h"
-#include "tuner/space.h"
-#include "tuner/compiler.h"
+#include "core/hash.h"
+#include "core/space.h"
+#include "core/compiler.h"
 
 namespace mlatune {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tuner/embedded.h"
-#include "tuner/error.h"
+#include "core/embedded.h"
+#include "core/error.h"
 
 namespace mlatune {
 namespace {

@@ -1,13 +1,13 @@
-#include "tuner/compiler.h"
+#include "core/compiler.h"
 
 #include <filesystem>
 #include <regex>
 
 #include <gtest/gtest.h>
 
-#include "tuner/embedded.h"
-#include "tuner/error.h"
-#include "tuner/space.h"
+#include "core/embedded.h"
+#include "core/error.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

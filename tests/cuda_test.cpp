@@ -1,6 +1,6 @@
 // The CUDA runtime layer without a GPU: error texts, stickiness, and the
 // probe's answer (on a GPU machine the probe finds the device instead).
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "tuner/device.h"
+#include "core/device.h"
 
 #include <dlfcn.h>
 

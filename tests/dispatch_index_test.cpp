@@ -6,8 +6,8 @@
 
 #include "cache/dispatch_index.h"
 #include "cache/store.h"
-#include "tuner/compiler.h"
-#include "tuner/space.h"
+#include "core/compiler.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tuner/embedded.h"
-#include "tuner/error.h"
+#include "core/embedded.h"
+#include "core/error.h"
 
 namespace mlatune {
 namespace {

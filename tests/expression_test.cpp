@@ -1,4 +1,4 @@
-// The expression language (tuner/expression.h): operators and functions of
+// The expression language (core/expression.h): operators and functions of
 // the search-space format on top of muParser, the names an expression reads,
 // and the offset of the offending character when it does not parse.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <thread>
 
-#include "tuner/expression.h"
+#include "core/expression.h"
 
 namespace mlatune {
 namespace {

@@ -27,9 +27,9 @@
 #include "cache/mla_c_api.h"
 #include "cache/store.h"
 #include "tests/tuned_entry.h"
-#include "tuner/compiler.h"
-#include "tuner/cuda.h"
-#include "tuner/space.h"
+#include "core/compiler.h"
+#include "core/cuda.h"
+#include "core/space.h"
 #include "tuner/workload.h"
 
 namespace mlatune {

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/gpu_worker.h"
-#include "tuner/space.h"
+#include "core/space.h"
 #include "tuner/support_kernels.h"
 #include "tuner/worker.h"
 

@@ -19,10 +19,10 @@
 
 #include "tests/gpu_worker.h"
 #include "tuner/compile_pool.h"
-#include "tuner/compiler.h"
-#include "tuner/cuda.h"
+#include "core/compiler.h"
+#include "core/cuda.h"
 #include "tuner/mla_cpu_reference.h"
-#include "tuner/space.h"
+#include "core/space.h"
 #include "tuner/worker.h"
 #include "tuner/workload.h"
 

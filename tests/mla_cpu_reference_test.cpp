@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "tuner/compile_pool.h"
-#include "tuner/compiler.h"
-#include "tuner/space.h"
+#include "core/compiler.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

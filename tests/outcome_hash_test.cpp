@@ -2,8 +2,8 @@
 
 #include <set>
 
-#include "tuner/hash.h"
-#include "tuner/outcome.h"
+#include "core/hash.h"
+#include "core/outcome.h"
 
 namespace mlatune {
 namespace {

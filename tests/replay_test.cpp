@@ -12,8 +12,8 @@
 #include <limits>
 #include <map>
 
-#include "tuner/error.h"
-#include "tuner/space.h"
+#include "core/error.h"
+#include "core/space.h"
 #include "tuner/strategy.h"
 
 namespace mlatune {

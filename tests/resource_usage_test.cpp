@@ -1,4 +1,4 @@
-#include "tuner/resource_usage.h"
+#include "core/resource_usage.h"
 
 #include <gtest/gtest.h>
 

@@ -18,8 +18,8 @@
 #include "cache/store.h"
 #include "tests/tuned_entry.h"
 #include "tests/run_program.h"
-#include "tuner/cuda.h"
-#include "tuner/space.h"
+#include "core/cuda.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

@@ -1,4 +1,4 @@
-#include "tuner/space_edit.h"
+#include "core/space_edit.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 namespace {

@@ -8,8 +8,8 @@
 #include <map>
 #include <sstream>
 
-#include "tuner/error.h"
-#include "tuner/space.h"
+#include "core/error.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

@@ -9,9 +9,9 @@
 #include <regex>
 #include <thread>
 
-#include "tuner/error.h"
-#include "tuner/hash.h"
-#include "tuner/space.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

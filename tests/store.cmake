@@ -2,6 +2,6 @@
 # real, concurrent and killed, writer processes.
 add_executable(store_writer ${CMAKE_SOURCE_DIR}/tests/store_writer_main.cpp)
 target_compile_options(store_writer PRIVATE ${MLATUNE_WARNINGS})
-target_link_libraries(store_writer PRIVATE mlatune_core)
+target_link_libraries(store_writer PRIVATE mlatune_tuner)
 add_dependencies(store_process_test store_writer)
 target_compile_definitions(store_process_test PRIVATE MLATUNE_STORE_WRITER="$<TARGET_FILE:store_writer>")

@@ -11,7 +11,7 @@
 
 #include "cache/sqlite.h"
 #include "cache/store.h"
-#include "tuner/hash.h"
+#include "core/hash.h"
 
 namespace mlatune {
 namespace {

@@ -14,9 +14,9 @@
 #include <ostream>
 #include <set>
 
-#include "tuner/error.h"
+#include "core/error.h"
 #include "tuner/replay.h"
-#include "tuner/space.h"
+#include "core/space.h"
 
 namespace mlatune {
 

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "cache/store.h"
-#include "tuner/error.h"
+#include "core/error.h"
 #include "tuner/replay.h"
 
 namespace mlatune {

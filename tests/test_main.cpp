@@ -1,8 +1,8 @@
 // main() of every GoogleTest program: NVRTC's compute cache off (which may
-// re-execute the program once, see tuner/compiler.h), then the tests.
+// re-execute the program once, see core/compiler.h), then the tests.
 #include <gtest/gtest.h>
 
-#include "tuner/compiler.h"
+#include "core/compiler.h"
 
 int main(int argc, char** argv) {
   mlatune::ensure_compute_cache_disabled(argv);

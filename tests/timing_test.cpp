@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <random>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 namespace {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "cache/store.h"
-#include "tuner/error.h"
-#include "tuner/space.h"
+#include "core/error.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cache/store.h"
-#include "tuner/space.h"
+#include "core/space.h"
 
 namespace mlatune {
 

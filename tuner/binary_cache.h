@@ -12,14 +12,6 @@
 namespace mlatune {
 
 class Store;
-struct BinaryRecord;
-struct CompiledBinary;
-
-/// A compiled binary as the database keeps it: the cubin, what went into it
-/// (kernel name, template hash, NVRTC version, architecture) and its ptxas
-/// report with the entry and options as JSON.
-BinaryRecord binary_record(const CompiledBinary& binary, const std::string& kernel_name,
-                           const std::string& template_hash);
 
 /// Owns its own connection to the database (the pool calls the hooks from
 /// several threads; a Store is for one thread, so calls are serialized).

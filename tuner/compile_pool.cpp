@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 

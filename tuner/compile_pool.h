@@ -12,7 +12,7 @@
 #include <memory>
 #include <optional>
 
-#include "tuner/compiler.h"
+#include "core/compiler.h"
 
 namespace mlatune {
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 #include "tuner/workload.h"
 
 namespace mlatune {

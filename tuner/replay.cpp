@@ -11,7 +11,7 @@
 #include <limits>
 #include <sstream>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 namespace {

@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tuner/outcome.h"
-#include "tuner/space.h"
+#include "core/outcome.h"
+#include "core/space.h"
 #include "tuner/strategy.h"
 
 namespace mlatune {

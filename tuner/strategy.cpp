@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 namespace {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tuner/space.h"
+#include "core/space.h"
 
 namespace mlatune {
 

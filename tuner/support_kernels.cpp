@@ -7,8 +7,8 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
-#include "tuner/compiler.h"
-#include "tuner/embedded.h"
+#include "core/compiler.h"
+#include "core/embedded.h"
 
 namespace mlatune {
 

@@ -2,7 +2,7 @@
 // the device at hand and loaded, plus the minimal NVRTC call that compiles
 // them and the reference kernels.
 //
-// Why a second NVRTC caller beside the Compiler (tuner/compiler.h): the worker
+// Why a second NVRTC caller beside the Compiler (core/compiler.h): the worker
 // must compile its own helpers and the float64 reference for whatever GPU it
 // finds, and this file predates the Compiler; the two can be unified later.
 #pragma once
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 
 namespace mlatune {
 
@@ -25,7 +25,7 @@ struct CubinBuild {
 
 /// Compiles `source` (named `name` in messages; `entry` is one of its
 /// extern "C" kernels) to a cubin for `arch` ("sm_90") with `-D` definitions,
-/// through the one NVRTC path (tuner/compiler.h).  Throws EnvironmentError
+/// through the one NVRTC path (core/compiler.h).  Throws EnvironmentError
 /// when NVRTC itself fails; a compile error in the source is `log`.
 CubinBuild nvrtc_compile_cubin(std::string_view source, const std::string& name, const std::string& entry,
                                const std::vector<std::pair<std::string, std::string>>& definitions,

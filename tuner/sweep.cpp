@@ -13,7 +13,7 @@
 #include "cache/store.h"
 #include "tuner/binary_cache.h"
 #include "tuner/compile_pool.h"
-#include "tuner/compiler.h"
+#include "core/compiler.h"
 #include "tuner/replay.h"
 
 namespace mlatune {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "tuner/evaluator.h"
-#include "tuner/outcome.h"
-#include "tuner/resource_usage.h"
-#include "tuner/space.h"
+#include "core/outcome.h"
+#include "core/resource_usage.h"
+#include "core/space.h"
 #include "tuner/strategy.h"
 #include "tuner/timing.h"
 #include "tuner/worker.h"

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 

@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 #include "tuner/evaluator.h"
 
 namespace mlatune {

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 #include "tuner/evaluator.h"
-#include "tuner/space.h"
+#include "core/space.h"
 #include "tuner/worker.h"
 #include "tuner/workload.h"
 

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 #include "tuner/evaluator.h"
-#include "tuner/space.h"
+#include "core/space.h"
 #include "tuner/support_kernels.h"
 
 namespace mlatune {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "tuner/compiler.h"
+#include "core/compiler.h"
 #include "tuner/worker.h"
 
 int main(int, char** argv) {

@@ -1,6 +1,6 @@
-#include "tuner/device.h"
+#include "core/device.h"
 
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 
 namespace mlatune {
 

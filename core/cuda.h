@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "tuner/device.h"
-#include "tuner/error.h"
+#include "core/device.h"
+#include "core/error.h"
 
 namespace mlatune {
 

@@ -1,4 +1,4 @@
-#include "tuner/error.h"
+#include "core/error.h"
 
 #include <fmt/format.h>
 

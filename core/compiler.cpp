@@ -1,4 +1,4 @@
-#include "tuner/compiler.h"
+#include "core/compiler.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,9 +11,9 @@
 #include <fmt/ranges.h>
 #include <nvrtc.h>
 
-#include "tuner/error.h"
-#include "tuner/hash.h"
-#include "tuner/space.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {

@@ -1,4 +1,4 @@
-#include "tuner/expression.h"
+#include "core/expression.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "tuner/cuda.h"
+#include "core/cuda.h"
 
 #include <cstdio>
 #include <dlfcn.h>

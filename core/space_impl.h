@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "tuner/expression.h"
-#include "tuner/space.h"
+#include "core/expression.h"
+#include "core/space.h"
 
 namespace mlatune {
 

@@ -1,4 +1,4 @@
-#include "tuner/outcome.h"
+#include "core/outcome.h"
 
 #include <array>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "tuner/space_edit.h"
+#include "core/space_edit.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 namespace {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 
@@ -189,7 +189,7 @@ class SearchSpace {
 
   // ---- versions: what a stored result depends on -----------------------------
   /// Text of the kernel / reference template, read at load time (from disk,
-  /// else the copy embedded in the binary: see tuner/embedded.h).
+  /// else the copy embedded in the binary: see core/embedded.h).
   const std::string& template_text() const;
   const std::string& reference_text() const;
   /// content_hash of the kernel template text.

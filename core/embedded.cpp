@@ -1,4 +1,4 @@
-#include "tuner/embedded.h"
+#include "core/embedded.h"
 
 #include <fstream>
 #include <sstream>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "tuner/error.h"
+#include "core/error.h"
 
 namespace mlatune {
 

@@ -1,4 +1,4 @@
-#include "tuner/hash.h"
+#include "core/hash.h"
 
 #include <cstdint>
 

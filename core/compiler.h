@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "tuner/resource_usage.h"
+#include "core/resource_usage.h"
 
 namespace mlatune {
 

@@ -1,4 +1,4 @@
-#include "tuner/space.h"
+#include "core/space.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "tuner/embedded.h"
-#include "tuner/hash.h"
-#include "tuner/space_edit.h"
-#include "tuner/space_impl.h"
+#include "core/embedded.h"
+#include "core/hash.h"
+#include "core/space_edit.h"
+#include "core/space_impl.h"
 
 namespace mlatune {
 

@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "tuner/embedded.h"
-#include "tuner/space.h"
-#include "tuner/space_impl.h"
+#include "core/embedded.h"
+#include "core/space.h"
+#include "core/space_impl.h"
 
 namespace mlatune {
 namespace {

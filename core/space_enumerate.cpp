@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "tuner/space.h"
-#include "tuner/space_impl.h"
+#include "core/space.h"
+#include "core/space_impl.h"
 
 namespace mlatune {
 namespace {
