@@ -20,3 +20,9 @@ endfunction()
 mlatune_layering_probe(layering_runtime_includes_tuner runtime_includes_tuner.cpp mlatune_runtime TRUE)
 mlatune_layering_probe(layering_core_includes_cache core_includes_cache.cpp mlatune_core TRUE)
 mlatune_layering_probe(layering_runtime_includes_core runtime_includes_core.cpp mlatune_runtime FALSE)
+
+# The same arrows read from the #include lines of every source (no compiler
+# involved), so a forbidden include in a file no target builds is caught too.
+find_package(Python3 COMPONENTS Interpreter REQUIRED)
+add_test(NAME layering.include_graph COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/scripts/layer-graph)
+set_tests_properties(layering.include_graph PROPERTIES LABELS unit)
