@@ -41,12 +41,6 @@ std::string rejection(const SearchSpace& space, const Config& config, const Shap
   return {};
 }
 
-// The store's natural key of a device (what it keeps of a DeviceInfo).
-bool same_device(const DeviceInfo& a, const DeviceInfo& b) {
-  return a.name == b.name && a.arch == b.arch && a.sm_count == b.sm_count &&
-         a.memory_bytes == b.memory_bytes && a.driver_version == b.driver_version;
-}
-
 }  // namespace
 
 DispatchIndex::DispatchIndex(const SearchSpace& space, DispatchTarget target)
@@ -74,7 +68,7 @@ DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, Dispa
     }
     entry.config_text = space.config_string(entry.config);
     entry.device_name = record.device.name;
-    entry.this_device = same_device(record.device, index.target_.device);
+    entry.this_device = record.device == index.target_.device.identity();
     entry.median_us = record.entry.median_us;
     index.entries_.push_back(std::move(entry));
   }

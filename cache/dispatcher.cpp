@@ -15,6 +15,7 @@
 #include "cache/store.h"
 #include "core/compiler.h"
 #include "core/cuda.h"
+#include "core/error.h"
 
 namespace mlatune {
 namespace {
@@ -240,8 +241,8 @@ struct Dispatcher::Impl {
       CompileResult result = compiler.compile(request);
       ++compiles;
       if (result.ok() && !(result.key() == choice.binary))
-        throw EnvironmentError(fmt::format("compiled binary key {} differs from the expected {} for {}",
-                                           result.key().hash, choice.binary.hash, choice.config_text));
+        throw InternalError(fmt::format("compiled binary key {} differs from the expected {} for {}",
+                                        result.key().hash, choice.binary.hash, choice.config_text));
       if (!result.ok()) throw EnvironmentError(result.failure().message);
       cubin = result.binary().cubin;
       // A binary whose report the compute cache left out is not stored: the

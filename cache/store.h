@@ -110,7 +110,7 @@ struct MeasurementRecord {
   std::int64_t id = 0;
   std::string run_uuid;
   KernelInfo kernel;
-  DeviceInfo device;
+  DeviceIdentity device;
   ToolchainInfo toolchain;
   Measurement measurement;
   std::string measured_at;
@@ -131,7 +131,7 @@ struct BestEntry {
 /// dispatcher's in-memory index and for listing).
 struct BestRecord {
   KernelInfo kernel;
-  DeviceInfo device;
+  DeviceIdentity device;
   ToolchainInfo toolchain;
   BestEntry entry;
 };
@@ -235,11 +235,12 @@ class Store {
   const std::filesystem::path& path() const { return path_; }
 
   // ---- identities: find or insert by natural key -----------------------------
-  std::int64_t ensure_device(const DeviceInfo&);
+  /// A device is kept by its identity only (a DeviceInfo converts to it).
+  std::int64_t ensure_device(const DeviceIdentity&);
   std::int64_t ensure_toolchain(const ToolchainInfo&);
   std::int64_t ensure_kernel(const KernelInfo&);
   /// Lookups that never write (for read-only stores).
-  std::optional<std::int64_t> find_device(const DeviceInfo&);
+  std::optional<std::int64_t> find_device(const DeviceIdentity&);
   std::optional<std::int64_t> find_toolchain(const ToolchainInfo&);
   std::optional<std::int64_t> find_kernel(const KernelInfo&);
 
@@ -262,7 +263,7 @@ class Store {
   std::optional<BestEntry> best(std::int64_t kernel_id, std::int64_t device_id, std::int64_t toolchain_id,
                                 const std::string& shape);
   /// Best entry by identities; nullopt when any of them is unknown.
-  std::optional<BestEntry> best(const KernelInfo&, const DeviceInfo&, const ToolchainInfo&,
+  std::optional<BestEntry> best(const KernelInfo&, const DeviceIdentity&, const ToolchainInfo&,
                                 const std::string& shape);
   std::vector<BestRecord> all_best();
 

@@ -96,7 +96,7 @@ std::set<std::string> shape_parts(const std::string& shape) {
   return parts;
 }
 
-json device_json(const DeviceInfo& d) {
+json device_json(const DeviceIdentity& d) {
   return {{"name", d.name},
           {"arch", d.arch},
           {"sm_count", d.sm_count},

@@ -1,5 +1,6 @@
 // mlatune: parse options, run one subcommand, map errors to an exit code and
-// one clear message.  0 success, 1 environment error, 2 bad input.
+// one clear message.  0 success, 1 environment error, 2 bad input, 3 internal
+// error (a bug in mlatune).
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -41,6 +42,12 @@ int main(int argc, char** argv) {
   } catch (const mlatune::Error& e) {
     fmt::print(stderr, "mlatune: error: {}\n", e.what());
     return 1;
+  } catch (const mlatune::InternalError& e) {
+    fmt::print(stderr,
+               "mlatune: internal error: {}\nThis is a bug in mlatune, not in your input or system; please "
+               "report it with the command that caused it.\n",
+               e.what());
+    return 3;
   } catch (const std::exception& e) {
     fmt::print(stderr, "mlatune: internal error: {}\n", e.what());
     return 1;

@@ -25,6 +25,7 @@
 #include "tuner/binary_cache.h"
 #include "tuner/replay.h"
 #include "core/space.h"
+#include "tuner/strategies/registry.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep.h"
 #include "tuner/timing.h"
@@ -45,7 +46,7 @@ struct TuneOptions {
   std::optional<std::uint64_t> max_evals;
   std::optional<std::uint64_t> seed;
   std::string cache = "cold";
-  std::string strategy = "brute_force";
+  std::string strategy{to_string(StrategyKind{})};
   bool misses = false;
   std::string replay;
   double budget_ms = TimingOptions{}.budget_ms;
@@ -620,7 +621,7 @@ void add_tune_commands(CLI::App& app) {
                  "tune the shapes the runtime dispatcher was asked for but had no tuned entry for "
                  "(recorded in the database)");
   tune->add_option("--strategy", options->strategy,
-                   "search strategy: brute_force, random, annealing, model (default brute_force)");
+                   fmt::format("search strategy (default {}): {}", options->strategy, describe_strategies()));
   tune->add_option("--replay", options->replay,
                    "serve measurements from a recorded sweep instead of a GPU: a run id of the "
                    "database, or a CSV of shape,config,outcome,median_us (`mlatune cache export "

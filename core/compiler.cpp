@@ -92,13 +92,13 @@ int arch_number(std::string_view canonical) {
 
 const CompiledBinary& CompileResult::binary() const {
   if (auto* b = std::get_if<CompiledBinary>(&value_)) return *b;
-  throw std::logic_error("CompileResult::binary() on a failed compilation: " +
-                         std::get<CompileFailure>(value_).message);
+  throw InternalError("CompileResult::binary() on a failed compilation: " +
+                      std::get<CompileFailure>(value_).message);
 }
 
 const CompileFailure& CompileResult::failure() const {
   if (auto* f = std::get_if<CompileFailure>(&value_)) return *f;
-  throw std::logic_error("CompileResult::failure() on a successful compilation");
+  throw InternalError("CompileResult::failure() on a successful compilation");
 }
 
 const BinaryKey& CompileResult::key() const {

@@ -83,8 +83,8 @@ class CompileResult {
 
   bool ok() const { return std::holds_alternative<CompiledBinary>(value_); }
   explicit operator bool() const { return ok(); }
-  const CompiledBinary& binary() const;    // throws std::logic_error when !ok()
-  const CompileFailure& failure() const;   // throws std::logic_error when ok()
+  const CompiledBinary& binary() const;    // throws InternalError (a std::logic_error) when !ok()
+  const CompileFailure& failure() const;   // throws InternalError (a std::logic_error) when ok()
   const BinaryKey& key() const;
   const std::vector<std::string>& options() const;
   const std::string& log() const;

@@ -1,9 +1,10 @@
 // Error types shared by every part of mlatune.
 //
 // Exceptions are for a broken environment (no GPU, a failing system call, a
-// corrupt database) or broken input (a malformed space file, a bad option).
-// "This config cannot run this shape" is a value, never an exception.
-// main() maps InputError to exit code 2 and every other error to 1.
+// corrupt database), broken input (a malformed space file, a bad option), or
+// a bug in mlatune itself (InternalError).  "This config cannot run this
+// shape" is a value, never an exception.  main() maps InputError to exit
+// code 2, InternalError to 3 and every other error to 1.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -45,6 +46,17 @@ class InputError : public Error {
 class EnvironmentError : public Error {
  public:
   using Error::Error;
+};
+
+/// mlatune's own parts disagree: a broken invariant, a state that cannot
+/// happen, a request one part of mlatune sent another that it does not
+/// understand.  A bug to report, never the user's doing.  Exit code 3.
+/// It derives from std::logic_error, not from Error, on purpose: the
+/// handlers that recover from bad input or a broken environment
+/// (`catch (const Error&)`) must not swallow a bug.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
 };
 
 }  // namespace mlatune

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <muParser.h>
 
+#include "core/error.h"
+
 namespace mlatune {
 namespace {
 
@@ -192,7 +194,7 @@ ExpressionEvaluator::ExpressionEvaluator(const ExpressionSymbols& symbols,
       parser->Eval();  // compiles to byte code now, not on the first real use
     } catch (const mu::ParserError& error) {
       // Every text was checked by analyze_expression when the space was read.
-      throw std::logic_error(
+      throw InternalError(
           fmt::format("expression '{}' no longer compiles: {}", text, error.GetMsg()));
     }
     parsers_->parsers.push_back(std::move(parser));

@@ -83,7 +83,7 @@ class SpaceText {
     std::size_t copied = 0;
     for (const Splice& s : splices) {
       if (s.begin < copied || s.end < s.begin || s.end > body_.size()) {
-        throw std::logic_error("space_edit: overlapping text changes");
+        throw InternalError("space_edit: overlapping text changes");
       }
       out.append(body_.substr(copied, s.begin - copied));
       out.append(s.replacement);
@@ -200,7 +200,7 @@ std::size_t separator_comma(std::string_view t, std::size_t from, std::size_t to
     if (t[i] == '#') i = line_end(t, i);
     if (i < to && t[i] == ',') return i;
   }
-  throw std::logic_error("space_edit: no comma between two items of a flow list");
+  throw InternalError("space_edit: no comma between two items of a flow list");
 }
 
 // ---- lists ---------------------------------------------------------------------

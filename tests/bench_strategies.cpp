@@ -82,35 +82,32 @@ void print_table() {
   std::fflush(stdout);
 }
 
-void BM_ReplayFivePercent(benchmark::State& state) {
-  const auto kind = all_strategy_kinds()[static_cast<std::size_t>(state.range(0))];
-  const Shape shape = flagship().parse_shape(kShapes[state.range(1)]);
-  const std::size_t budget = flagship().count(shape) / 20;
+// One replay of `kind` over 1/`divisor` of the space at shape `s` per
+// iteration: the strategy's own cost (proposals, model fits).
+void replay_part(benchmark::State& state, StrategyKind kind, std::size_t s, std::size_t divisor) {
+  const Shape shape = flagship().parse_shape(kShapes[s]);
+  const std::size_t budget = flagship().count(shape) / divisor;
   std::uint64_t seed = 1;
   for (auto _ : state) {
     auto strategy = make_strategy(kind, flagship(), shape, seed++);
     auto trace = replay(*strategy, h200(), shape, budget);
     benchmark::DoNotOptimize(trace.best_after.back());
   }
-  state.SetLabel(std::string(to_string(kind)) + " " + kShapeNames[state.range(1)]);
+  state.SetLabel(std::string(to_string(kind)) + " " + kShapeNames[s]);
 }
-BENCHMARK(BM_ReplayFivePercent)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 
-// A strategy's cost over the whole space: for the model, every refit up to
-// the last config.
-void BM_ReplayWholeSpace(benchmark::State& state) {
-  const auto kind = all_strategy_kinds()[static_cast<std::size_t>(state.range(0))];
-  const Shape shape = flagship().parse_shape(kShapes[state.range(1)]);
-  const std::size_t budget = flagship().count(shape);
-  std::uint64_t seed = 1;
-  for (auto _ : state) {
-    auto strategy = make_strategy(kind, flagship(), shape, seed++);
-    auto trace = replay(*strategy, h200(), shape, budget);
-    benchmark::DoNotOptimize(trace.best_after.back());
-  }
-  state.SetLabel(std::string(to_string(kind)) + " " + kShapeNames[state.range(1)]);
+// Every registered strategy at every shape, over 5 % of the space and over
+// all of it (for the model, every refit up to the last config).
+void register_benchmarks() {
+  for (StrategyKind kind : all_strategy_kinds())
+    for (std::size_t s = 0; s < std::size(kShapes); ++s) {
+      const std::string suffix = std::string(to_string(kind)) + "/" + kShapeNames[s];
+      benchmark::RegisterBenchmark(("BM_ReplayFivePercent/" + suffix).c_str(), replay_part, kind, s, std::size_t{20})
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("BM_ReplayWholeSpace/" + suffix).c_str(), replay_part, kind, s, std::size_t{1})
+          ->Unit(benchmark::kMillisecond);
+    }
 }
-BENCHMARK(BM_ReplayWholeSpace)->ArgsProduct({{0, 1, 2, 3}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace mlatune
@@ -119,6 +116,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   mlatune::print_table();
+  mlatune::register_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

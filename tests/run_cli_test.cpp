@@ -122,5 +122,19 @@ TEST_F(RunCliTest, MissingDatabaseAndBadShapeAreInputErrors) {
   EXPECT_NE(bad.err.find("R"), std::string::npos) << bad.err;
 }
 
+// mlatune's own parts disagreeing (here a worker that does not understand the
+// tuner's requests) is a bug to report: exit 3 and a message that says so,
+// not exit 2 ("your input") or 1 ("your system").
+TEST_F(RunCliTest, PartsOfMlatuneDisagreeingIsAnInternalErrorExit3) {
+  Result r = test_support::run_program(
+      cli_, {"tune", space_file.string(), "--compile-only", "--shape", "B=2,T=32,H=4,D=16,R=24", "--db",
+             db_.string()},
+      dir_, std::pair<std::string, std::optional<std::string>>{"MLATUNE_WORKER", MLATUNE_DISAGREEING_WORKER});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("internal error"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown request 'probe'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("please report it"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace mlatune

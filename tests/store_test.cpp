@@ -129,6 +129,36 @@ TEST_F(StoreTest, ReopeningKeepsEverything) {
   EXPECT_EQ(all[0].run_uuid.size(), 36u);
 }
 
+// A device as detect_device() reports it carries properties the store does
+// not keep (L2 size, opt-in shared memory); what comes back from the store is
+// its identity, and that must match the live device, through every path that
+// reads devices back.
+TEST_F(StoreTest, ADetectedDeviceMatchesTheIdentityReadBack) {
+  DeviceInfo detected{{"NVIDIA H200", "sm_90", 132, 150'000'000'000, "580.65"}};
+  detected.l2_bytes = 52'428'800;
+  detected.max_shared_per_block_optin = 232'448;
+  Store store = Store::open(file("detected.db"));
+  auto ids = start(store, mla_v1, detected);
+  store.record(ok(ids.run, "B=1", "X=1", 3.0));
+
+  auto measured = store.measurements();
+  ASSERT_EQ(measured.size(), 1u);
+  EXPECT_EQ(measured[0].device, detected.identity());
+  auto best = store.all_best();
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].device, detected.identity());
+  EXPECT_EQ(store.find_device(detected), ids.device);
+  EXPECT_TRUE(store.best(mla_v1, detected, cuda13, "B=1").has_value());
+
+  // Another report of the same GPU that differs only in the properties is
+  // the same stored device.
+  DeviceInfo other_report = detected;
+  other_report.l2_bytes = 0;
+  other_report.max_shared_per_block_optin = 0;
+  EXPECT_EQ(store.ensure_device(other_report), ids.device);
+  EXPECT_EQ(store.info().devices, 1);
+}
+
 TEST_F(StoreTest, IdentitiesAreFoundByNaturalKey) {
   Store store = Store::open(file("ids.db"));
   auto k = store.ensure_kernel(mla_v1);

@@ -15,8 +15,10 @@
 #include <set>
 
 #include "core/error.h"
-#include "tuner/replay.h"
 #include "core/space.h"
+#include "tests/run_program.h"
+#include "tuner/replay.h"
+#include "tuner/strategies/registry.h"
 
 namespace mlatune {
 
@@ -62,6 +64,13 @@ std::vector<Config> exhaust(Strategy& strategy, std::size_t limit) {
     out.push_back(*c);
   }
   return out;
+}
+
+StrategyKind named(const char* name) { return parse_strategy_kind(name); }
+
+// How the help text shows one registry entry.
+std::string help_entry(const StrategyEntry& entry) {
+  return std::string(entry.name) + ": " + std::string(entry.description);
 }
 
 std::vector<Config> proposals(StrategyKind kind, std::uint64_t seed, std::size_t n,
@@ -134,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(All, EveryStrategy, ::testing::ValuesIn(all_strategy_ki
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(Strategy, DifferentSeedsDifferentSequences) {
-  for (StrategyKind kind : {StrategyKind::random, StrategyKind::annealing, StrategyKind::model})
+  for (StrategyKind kind : {named("random"), named("annealing"), named("model")})
     EXPECT_NE(proposals(kind, 1, 30), proposals(kind, 2, 30)) << to_string(kind);
 }
 
@@ -145,7 +154,7 @@ TEST(Strategy, BruteForceFollowsEnumerationOrder) {
     order.push_back(c);
     return true;
   });
-  EXPECT_EQ(proposals(StrategyKind::brute_force, 9, 10'000, "N=64,M=3"), order);
+  EXPECT_EQ(proposals(named("brute_force"), 9, 10'000, "N=64,M=3"), order);
 }
 
 TEST(Strategy, KindsParseAndUnknownNamesListTheValidOnes) {
@@ -160,6 +169,57 @@ TEST(Strategy, KindsParseAndUnknownNamesListTheValidOnes) {
     for (const char* name : {"brute_force", "random", "annealing", "model"})
       EXPECT_NE(message.find(name), std::string::npos) << message;
   }
+}
+
+// ---- the registry ------------------------------------------------------------
+
+TEST(StrategyRegistry, ListsExactlyTheStrategiesInOrderBruteForceFirst) {
+  std::vector<std::string> names;
+  for (const StrategyEntry& entry : strategy_registry()) names.emplace_back(entry.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"brute_force", "random", "annealing", "model"}));
+  EXPECT_EQ(to_string(StrategyKind{}), "brute_force");
+  EXPECT_EQ(StrategyKind{}, named("brute_force"));
+  ASSERT_EQ(all_strategy_kinds().size(), strategy_registry().size());
+  for (std::size_t i = 0; i < strategy_registry().size(); ++i)
+    EXPECT_EQ(to_string(all_strategy_kinds()[i]), strategy_registry()[i].name);
+}
+
+TEST(StrategyRegistry, EveryEntryHasAOneLineDescriptionThatTheHelpTextCarries) {
+  const std::string help = describe_strategies();
+  for (const StrategyEntry& entry : strategy_registry()) {
+    EXPECT_FALSE(entry.description.empty()) << entry.name;
+    EXPECT_EQ(entry.description.find('\n'), std::string_view::npos) << entry.name;
+    EXPECT_NE(help.find(help_entry(entry)), std::string::npos) << help;
+  }
+}
+
+TEST(StrategyRegistry, EveryFactoryMakesAStrategyThatProposesValidDistinctConfigs) {
+  const Shape shape = small_space().parse_shape("N=1000,M=16");
+  for (const StrategyEntry& entry : strategy_registry()) {
+    ASSERT_NE(entry.create, nullptr) << entry.name;
+    auto strategy = entry.create(small_space(), shape, 11, StrategyMemory{});
+    ASSERT_NE(strategy, nullptr) << entry.name;
+    std::set<Config> seen;
+    for (const Config& c : exhaust(*strategy, 25)) {
+      EXPECT_TRUE(small_space().check(c, shape)) << entry.name;
+      EXPECT_TRUE(seen.insert(c).second) << entry.name << ": a config proposed twice";
+    }
+    EXPECT_EQ(seen.size(), 25u) << entry.name;
+  }
+}
+
+// The CLI's --strategy help is generated from the registry: every entry
+// appears in `mlatune tune --help` without an edit of the CLI.
+TEST(StrategyRegistry, TuneHelpListsEveryEntry) {
+  const fs::path cli = fs::path(MLATUNE_BINARY_DIR) / "mlatune";
+  if (!fs::exists(cli)) GTEST_SKIP() << "the mlatune program is not built at " << cli;
+  const fs::path scratch = fs::temp_directory_path() / ("mlatune_strategy_help_" + std::to_string(getpid()));
+  fs::create_directories(scratch);
+  const auto result = test_support::run_program(cli, {"tune", "--help"}, scratch);
+  fs::remove_all(scratch);
+  EXPECT_EQ(result.code, 0) << result.err;
+  for (const StrategyEntry& entry : strategy_registry())
+    EXPECT_NE(result.out.find(help_entry(entry)), std::string::npos) << result.out;
 }
 
 // ---- search quality on replayed H200 measurements -----------------------------
@@ -222,7 +282,7 @@ TEST(ReplayedSearch, RecordedShapesAreExhaustive) {
 TEST(ReplayedSearch, BruteForceFindsTheOptimum) {
   for (const char* text : kExhaustiveShapes) {
     const Shape shape = flagship().parse_shape(text);
-    auto strategy = make_strategy(StrategyKind::brute_force, flagship(), shape, 0);
+    auto strategy = make_strategy(named("brute_force"), flagship(), shape, 0);
     auto trace = replay(*strategy, h200(), shape, std::numeric_limits<std::size_t>::max());
     EXPECT_EQ(trace.best_after.size(), flagship().count(shape)) << text;
     EXPECT_EQ(trace.best_after.back(), h200().optimum(shape)) << text;
@@ -232,12 +292,12 @@ TEST(ReplayedSearch, BruteForceFindsTheOptimum) {
 TEST(ReplayedSearch, AnnealingAndModelBeatRandomToWithin3Percent) {
   for (const char* text : kExhaustiveShapes) {
     const Shape shape = flagship().parse_shape(text);
-    const double random = mean_evaluations_to_3_percent(StrategyKind::random, shape);
-    const double annealing = mean_evaluations_to_3_percent(StrategyKind::annealing, shape);
-    const double model = mean_evaluations_to_3_percent(StrategyKind::model, shape);
+    const double random = mean_evaluations_to_3_percent(named("random"), shape);
+    const double annealing = mean_evaluations_to_3_percent(named("annealing"), shape);
+    const double model = mean_evaluations_to_3_percent(named("model"), shape);
     // As on a space too large to hold: candidates from a sampled pool.
     const double sampled_model =
-        mean_evaluations_to_3_percent(StrategyKind::model, shape, StrategyMemory{0});
+        mean_evaluations_to_3_percent(named("model"), shape, StrategyMemory{0});
     EXPECT_LT(annealing, random) << text << ": annealing " << annealing << ", random " << random;
     EXPECT_LT(model, random) << text << ": model " << model << ", random " << random;
     EXPECT_LT(sampled_model, random)
@@ -252,7 +312,7 @@ TEST(ReplayedSearch, AnnealingAndModelBeatRandomToWithin3Percent) {
 TEST(ReplayedSearch, TheCriterionRejectsABadStrategy) {
   for (const char* text : kExhaustiveShapes) {
     const Shape shape = flagship().parse_shape(text);
-    const double random = mean_evaluations_to_3_percent(StrategyKind::random, shape);
+    const double random = mean_evaluations_to_3_percent(named("random"), shape);
     WorstFirst worst(flagship(), h200(), shape);
     const double bad = evaluations_to_3_percent(worst, shape);
     EXPECT_FALSE(bad < random) << text << ": worst-first " << bad << ", random " << random;

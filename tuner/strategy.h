@@ -11,6 +11,10 @@
 // the same proposals.  On spaces held whole (StrategyMemory) that holds across
 // standard libraries too (std::mt19937_64, whose output the standard fixes,
 // and our own draws from it); larger spaces go through SearchSpace::sample.
+//
+// Each strategy is one file under tuner/strategies/, and
+// tuner/strategies/registry.cpp names them all: a new strategy is its file
+// and one line there (the CLI's --strategy choices and help follow).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,20 +26,6 @@
 #include "core/space.h"
 
 namespace mlatune {
-
-enum class StrategyKind {
-  brute_force,  // every valid config, in enumeration order
-  random,       // uniform over the valid configs not yet tried
-  annealing,    // simulated annealing over one-parameter moves
-  model,        // ridge-regression surrogate of log(time), best predicted first
-};
-
-std::string_view to_string(StrategyKind);
-/// "brute_force", "random", "annealing" or "model"; anything else is an
-/// InputError that lists the valid names.
-StrategyKind parse_strategy_kind(std::string_view name);
-/// Every kind, in declaration order.
-const std::vector<StrategyKind>& all_strategy_kinds();
 
 /// A search strategy over the valid configs of one space at one shape.
 /// Holds a reference to the space: the space must outlive it.
@@ -60,6 +50,31 @@ struct StrategyMemory {
   /// least one) at a time.
   std::uint64_t max_held_configs = 1u << 16;
 };
+
+struct StrategyEntry;  // tuner/strategies/registry.h
+
+/// One of the registered strategies (tuner/strategies/registry.h), by
+/// handle: it can only name a strategy that exists, so a name is checked once,
+/// where it enters (parse_strategy_kind).  Default: the registry's first,
+/// brute force.
+class StrategyKind {
+ public:
+  StrategyKind();
+  explicit StrategyKind(const StrategyEntry& entry) : entry_(&entry) {}
+  const StrategyEntry& entry() const { return *entry_; }
+  bool operator==(const StrategyKind&) const = default;
+
+ private:
+  const StrategyEntry* entry_;
+};
+
+/// The registered name: "brute_force", "random", ...
+std::string_view to_string(StrategyKind);
+/// The strategy registered under `name`; anything else is an InputError that
+/// lists the registered names.
+StrategyKind parse_strategy_kind(std::string_view name);
+/// Every registered strategy, in registry order.
+const std::vector<StrategyKind>& all_strategy_kinds();
 
 std::unique_ptr<Strategy> make_strategy(StrategyKind kind, const SearchSpace& space,
                                         const Shape& shape, std::uint64_t seed,

@@ -49,10 +49,7 @@ std::map<std::string, std::optional<double>> earlier_results(Store& store, const
                                                              const std::string& shape) {
   std::map<std::string, std::optional<double>> earlier;
   for (const MeasurementRecord& r : store.measurements({kernel.name, shape})) {
-    if (!(r.kernel == kernel) || r.device.name != device.name || r.device.arch != device.arch ||
-        r.device.sm_count != device.sm_count || r.device.memory_bytes != device.memory_bytes ||
-        r.device.driver_version != device.driver_version || !(r.toolchain == toolchain))
-      continue;
+    if (!(r.kernel == kernel) || !(r.device == device.identity()) || !(r.toolchain == toolchain)) continue;
     const Measurement& m = r.measurement;
     std::optional<double> time;
     if (m.outcome == Outcome::ok && m.timing) time = m.timing->median_us;

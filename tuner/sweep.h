@@ -31,7 +31,7 @@ struct SweepOptions {
   std::vector<Shape> shapes;
   std::string arch;                         // compile target: the GPU's architecture
   unsigned jobs = 0;                        // compile threads; 0 = one per core
-  StrategyKind strategy = StrategyKind::brute_force;
+  StrategyKind strategy;  // default: the registry's first, brute force
   std::optional<std::uint64_t> max_evals;   // per shape; unset = every valid config
   std::optional<std::uint64_t> seed;        // inputs and sampling; unset = fresh
   TimingOptions timing;

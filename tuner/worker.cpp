@@ -17,6 +17,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+
 extern char** environ;
 
 namespace mlatune {
@@ -523,6 +525,7 @@ json Worker::exchange_or_throw(const json& request, double step_timeout_s, std::
     if (reply->value("exiting", false)) retire(true);
     std::string message = reply->value("message", "unknown error");
     if (reply->value("kind", "") == "input") throw InputError(message);
+    if (reply->value("kind", "") == "internal") throw InternalError(fmt::format("{}: {}", what, message));
     throw EnvironmentError(fmt::format("{}: {}", what, message));
   }
   return *reply;
@@ -593,8 +596,10 @@ EvaluationResult Worker::evaluate(const Candidate& candidate, const Cutoff& cuto
   }
   if (reply->value("type", "") == "error") {
     if (reply->value("exiting", false)) retire(true);
-    throw EnvironmentError(fmt::format("evaluating {}: {}", candidate.label,
-                                       reply->value("message", "unknown error")));
+    std::string message =
+        fmt::format("evaluating {}: {}", candidate.label, reply->value("message", "unknown error"));
+    if (reply->value("kind", "") == "internal") throw InternalError(message);
+    throw EnvironmentError(message);
   }
   EvaluationResult result = decode_result(reply->at("result"));
   if (result.context_lost) retire(true);  // it exits after replying

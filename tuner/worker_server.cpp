@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cuda.h"
+#include "core/error.h"
 #include "tuner/evaluator.h"
 #include "core/space.h"
 #include "tuner/worker.h"
@@ -39,7 +40,7 @@ json handle_set_workload(Session& session, const json& request) {
   session.space.reset();
   TimingOptions timing;
   auto cache = parse_cache_mode(request.at("cache").get<std::string>());
-  if (!cache) throw InputError("unknown cache mode " + request.at("cache").get<std::string>());
+  if (!cache) throw InternalError("unknown cache mode " + request.at("cache").get<std::string>());
   timing.cache = *cache;
   timing.budget_ms = request.at("budget_ms").get<double>();
   timing.max_repetitions = request.at("max_repetitions").get<int>();
@@ -89,7 +90,7 @@ int run_worker_server(int in_fd, int out_fd) {
       } else if (type == "set_workload") {
         reply = handle_set_workload(session, request);
       } else if (type == "evaluate") {
-        if (!session.evaluator) throw EnvironmentError("evaluate before set_workload");
+        if (!session.evaluator) throw InternalError("evaluate before set_workload");
         Cutoff cutoff;
         if (request.contains("cutoff")) cutoff = decode_cutoff(request.at("cutoff"));
         EvaluationResult result =
@@ -97,7 +98,7 @@ int run_worker_server(int in_fd, int out_fd) {
         exit_after_reply = result.context_lost;
         reply = {{"type", "result"}, {"result", encode(result)}};
       } else if (type == "retime") {
-        if (!session.evaluator) throw EnvironmentError("retime before set_workload");
+        if (!session.evaluator) throw InternalError("retime before set_workload");
         std::vector<Candidate> candidates;
         for (const json& c : request.at("candidates")) candidates.push_back(decode_candidate(c));
         auto timings = session.evaluator->retime(candidates, request.at("rounds").get<int>(), progress);
@@ -118,11 +119,11 @@ int run_worker_server(int in_fd, int out_fd) {
           result.context_lost = true;
           exit_after_reply = true;
         } else if (action != "echo") {
-          throw InputError("unknown test fault " + action);
+          throw InternalError("unknown test fault " + action);
         }
         reply = {{"type", "result"}, {"result", encode(result)}};
       } else {
-        throw InputError(fmt::format("unknown request '{}'", type));
+        throw InternalError(fmt::format("unknown request '{}'", type));
       }
     } catch (const CudaError& error) {
       // The context may be gone; a fresh process is the only safe way on.
@@ -130,6 +131,8 @@ int run_worker_server(int in_fd, int out_fd) {
       exit_after_reply = error.sticky();
     } catch (const InputError& error) {
       reply = error_reply("input", error.what());
+    } catch (const InternalError& error) {
+      reply = error_reply("internal", error.what());
     } catch (const Error& error) {
       reply = error_reply("environment", error.what());
     } catch (const json::exception& error) {

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/error.h"
+
 namespace mlatune {
 
 namespace {
@@ -416,7 +418,7 @@ std::vector<unsigned char> Workload::download_input(int set, std::size_t input) 
   const Impl& w = *impl_;
   if (set < 0 || set >= static_cast<int>(w.sets.size()) ||
       input >= w.sets[static_cast<std::size_t>(set)].buffers.size())
-    throw InputError(fmt::format("download_input: no input {} in set {}", input, set));
+    throw InternalError(fmt::format("download_input: no input {} in set {}", input, set));
   const DeviceBuffer& buffer = w.sets[static_cast<std::size_t>(set)].buffers[input];
   std::vector<unsigned char> host(buffer.bytes());
   MLATUNE_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(w.stream->get())));
@@ -428,7 +430,7 @@ std::vector<double> Workload::download_reference(int set, std::size_t output) co
   const Impl& w = *impl_;
   if (set < 0 || set >= static_cast<int>(w.references.size()) ||
       output >= w.references[static_cast<std::size_t>(set)].size())
-    throw InputError(fmt::format("download_reference: no output {} in validation set {}", output, set));
+    throw InternalError(fmt::format("download_reference: no output {} in validation set {}", output, set));
   const DeviceBuffer& buffer = w.references[static_cast<std::size_t>(set)][output];
   std::vector<double> host(buffer.bytes() / sizeof(double));
   MLATUNE_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(w.stream->get())));

@@ -1,0 +1,60 @@
+#include "tuner/strategies/registry.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "tuner/strategies/annealing.h"
+#include "tuner/strategies/brute_force.h"
+#include "tuner/strategies/model.h"
+#include "tuner/strategies/random.h"
+
+namespace mlatune {
+namespace {
+
+// The one list of strategies.  A new one: its file under tuner/strategies/,
+// its source in mlatune_tuner's list in CMakeLists.txt, and a line here.
+constexpr StrategyEntry registry[] = {
+    {"brute_force", "every valid config, in enumeration order", &strategies::make_brute_force},
+    {"random", "uniform draws among the valid configs not yet tried", &strategies::make_random},
+    {"annealing", "simulated annealing over one-parameter moves", &strategies::make_annealing},
+    {"model", "ridge-regression surrogate of log(time), best predicted first", &strategies::make_model},
+};
+
+}  // namespace
+
+std::span<const StrategyEntry> strategy_registry() { return registry; }
+
+std::string describe_strategies() {
+  std::string text;
+  for (const StrategyEntry& entry : registry) {
+    if (!text.empty()) text += "; ";
+    text += fmt::format("{}: {}", entry.name, entry.description);
+  }
+  return text;
+}
+
+StrategyKind::StrategyKind() : entry_(&registry[0]) {}
+
+std::string_view to_string(StrategyKind kind) { return kind.entry().name; }
+
+const std::vector<StrategyKind>& all_strategy_kinds() {
+  static const std::vector<StrategyKind> kinds(registry, registry + std::size(registry));
+  return kinds;
+}
+
+StrategyKind parse_strategy_kind(std::string_view name) {
+  std::string valid;
+  for (const StrategyEntry& entry : registry) {
+    if (entry.name == name) return StrategyKind(entry);
+    if (!valid.empty()) valid += ", ";
+    valid += entry.name;
+  }
+  throw InputError(fmt::format("unknown strategy '{}' (valid: {})", name, valid));
+}
+
+std::unique_ptr<Strategy> make_strategy(StrategyKind kind, const SearchSpace& space, const Shape& shape,
+                                        std::uint64_t seed, StrategyMemory memory) {
+  return kind.entry().create(space, shape, seed, memory);
+}
+
+}  // namespace mlatune

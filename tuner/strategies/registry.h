@@ -1,0 +1,35 @@
+// The strategy registry: every search strategy by name, with a one-line
+// description and its factory.  registry.cpp holds the one table; the CLI's
+// --strategy choices and help, the sweep, replay and the benchmarks all read
+// it, so a new strategy is added there and nowhere else.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/space.h"
+#include "tuner/strategy.h"
+
+namespace mlatune {
+
+/// Makes one strategy over `space` at `shape`.
+using StrategyFactory = std::unique_ptr<Strategy> (*)(const SearchSpace& space, const Shape& shape,
+                                                      std::uint64_t seed, const StrategyMemory& memory);
+
+/// One registered strategy.
+struct StrategyEntry {
+  std::string_view name;         // what --strategy takes and the store records
+  std::string_view description;  // one line, for --help
+  StrategyFactory create;
+};
+
+/// Every strategy, in the order --help lists them; the first is the default.
+std::span<const StrategyEntry> strategy_registry();
+
+/// "brute_force: every valid config, in enumeration order; random: ..." for
+/// help texts.
+std::string describe_strategies();
+
+}  // namespace mlatune
