@@ -28,7 +28,7 @@
 #include "tuner/strategy.h"
 #include "tuner/sweep.h"
 #include "tuner/timing.h"
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
 
 namespace mlatune::cli {
 namespace {

@@ -20,7 +20,7 @@
 #include "core/space.h"
 #include "tuner/strategy.h"
 #include "tuner/timing.h"
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
 
 namespace mlatune {
 

@@ -1,10 +1,10 @@
-// mlatune-worker: the process in which candidates run (see tuner/worker.h).
+// mlatune-worker: the process in which candidates run (tuner/worker/client.h).
 // Started by the tuner with the request pipe on fd 3 and the reply pipe on fd 4.
 #include <cstdio>
 #include <exception>
 
 #include "core/compiler.h"
-#include "tuner/worker.h"
+#include "tuner/worker/server.h"
 
 int main(int, char** argv) {
   mlatune::ensure_compute_cache_disabled(argv);

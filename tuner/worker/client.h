@@ -1,17 +1,11 @@
 // The isolation between the tuner and the GPU: candidates run in a separate
-// worker process (the mlatune-worker program) that the tuner starts and talks
-// to over two pipes.  A candidate that crashes the CUDA context or hangs takes
-// only the worker down: it is recorded as crashed or timeout, a fresh worker
-// is started, and the sweep goes on.  The tuner process itself never
+// worker process (the mlatune-worker program, tuner/worker/main.cpp) that the
+// tuner starts and talks to over two pipes (tuner/worker/framing.h,
+// tuner/worker/codec.h).  A candidate that crashes the CUDA context or hangs
+// takes only the worker down: it is recorded as crashed or timeout, a fresh
+// worker is started, and the sweep goes on.  The tuner process itself never
 // initializes CUDA.
-//
-// Protocol: each message is a 4-byte little-endian length followed by that
-// many bytes of CBOR (a JSON value, so cubins travel as byte strings).  The
-// tuner sends a request and reads messages until the reply; the worker sends
-// {"type":"progress"} after each step that synchronized with the GPU, and
-// every such heartbeat restarts the timeout.
 #pragma once
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -20,51 +14,11 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "core/cuda.h"
 #include "tuner/evaluator.h"
+#include "tuner/timing.h"
+#include "tuner/worker/messages.h"
 
 namespace mlatune {
-
-// ---- framing ------------------------------------------------------------------
-
-/// The largest message either side accepts (a cubin is a few MiB at most).
-inline constexpr std::uint32_t max_message_bytes = 256u << 20;
-
-/// Writes one framed message; throws EnvironmentError when the pipe is
-/// closed (the peer died) or the write fails.  Never raises SIGPIPE.
-void write_message(int fd, const nlohmann::json& message);
-
-/// Reads framed messages from a file descriptor, with a deadline.
-class MessageReader {
- public:
-  enum class Status { message, timeout, closed };
-  explicit MessageReader(int fd) : fd_(fd) {}
-  /// Waits for one message until `deadline` (forever when nullopt).
-  /// Throws EnvironmentError for a malformed frame or a failing read.
-  Status read(nlohmann::json& message,
-              std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
-
- private:
-  int fd_;
-  std::string buffer_;
-};
-
-// ---- values on the wire -----------------------------------------------------------
-
-nlohmann::json encode(const EvaluationResult&);
-nlohmann::json encode(const TimingStats&);
-nlohmann::json encode(const Candidate&);
-nlohmann::json encode(const DeviceProperties&);
-nlohmann::json encode(const Cutoff&);
-EvaluationResult decode_result(const nlohmann::json&);
-TimingStats decode_timing(const nlohmann::json&);
-Candidate decode_candidate(const nlohmann::json&);
-DeviceProperties decode_device(const nlohmann::json&);
-Cutoff decode_cutoff(const nlohmann::json&);
-
-// ---- the tuner's side -------------------------------------------------------------
 
 struct WorkerOptions {
   /// The worker program; empty: $MLATUNE_WORKER, else mlatune-worker beside
@@ -90,28 +44,12 @@ struct WorkloadRequest {
   TimingOptions timing;
 };
 
-/// What the worker set up.
-struct WorkloadInfo {
-  DeviceProperties device;
-  std::uint64_t seed = 0;             // the seed in use (reproduce with it)
-  double reference_us = 0.0;
-  TimingStats floor;                  // empty kernel, same method
-  int input_sets = 0;
-  std::int64_t device_bytes = 0;
-};
-
-/// Whether the worker's process can use a GPU, and which.
-struct DeviceReport {
-  bool usable = false;
-  std::string reason;
-  DeviceProperties device;
-};
-
 /// A worker process and the sweep-level logic around it: requests, timeouts,
 /// replacement after a crash.  Not thread-safe; one request at a time.
 class Worker {
  public:
   explicit Worker(WorkerOptions options = {});
+  /// Asks the worker to quit, and kills it if it has not within 2 s.
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -133,6 +71,8 @@ class Worker {
   int replacements() const { return replacements_; }
   /// The current per-step timeout in seconds.
   double step_timeout_s() const;
+  /// The running worker's process id; nullopt while none runs.
+  std::optional<int> process_id() const;
   /// Test hook, honoured only with WorkerOptions::allow_test_faults: the
   /// worker "echo"es `echo` back, or does "abort", "hang", "exit" (status 3,
   /// no reply) or "lost" (replies crashed with context_lost, then exits).
@@ -144,23 +84,19 @@ class Worker {
     Outcome outcome;
     std::string reason;
   };
-  std::optional<nlohmann::json> exchange(const nlohmann::json& request, double step_timeout_s,
-                                         Failure& failure);
-  nlohmann::json exchange_or_throw(const nlohmann::json& request, double step_timeout_s,
-                                   std::string_view what);
+  std::optional<Reply> exchange(const Request& request, double step_timeout_s, Failure& failure);
+  Reply exchange_or_throw(const Request& request, double step_timeout_s, std::string_view what);
+  EvaluationResult result_of(std::optional<Reply> reply, const Failure& failure, std::string_view what);
   void ensure_running();
+  void spawn();
   void retire(bool wait_for_exit);
 
   WorkerOptions options_;
   std::unique_ptr<Process> process_;
-  std::optional<nlohmann::json> workload_request_;
+  std::optional<SetWorkloadRequest> workload_request_;
   std::optional<WorkloadInfo> workload_;
   bool started_once_ = false;
   int replacements_ = 0;
 };
-
-/// The worker program's loop: serves requests from `in_fd`, replies on
-/// `out_fd`, until "quit" or end of input.  Returns the exit status.
-int run_worker_server(int in_fd, int out_fd);
 
 }  // namespace mlatune

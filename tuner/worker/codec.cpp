@@ -1,0 +1,495 @@
+#include "tuner/worker/codec.h"
+
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "tuner/worker/wire_json.h"
+
+namespace mlatune {
+namespace wire {
+namespace {
+
+[[noreturn]] void malformed(std::string_view what) {
+  throw MalformedMessage(fmt::format("malformed message: {}", what));
+}
+
+// Checked conversions: a number that does not fit the field is an error,
+// never a narrowing cast (a float-to-int cast out of range is undefined).
+template <class T>
+T to_integer(const json& value, std::string_view what) {
+  if (!value.is_number_integer()) malformed(fmt::format("{} is not an integer", what));
+  if (value.is_number_unsigned()) {
+    const auto u = value.get<std::uint64_t>();
+    if (!std::in_range<T>(u)) malformed(fmt::format("{} = {} is out of range", what, u));
+    return static_cast<T>(u);
+  }
+  const auto s = value.get<std::int64_t>();
+  if (!std::in_range<T>(s)) malformed(fmt::format("{} = {} is out of range", what, s));
+  return static_cast<T>(s);
+}
+
+template <class T>
+T integer(const json& object, const char* key) {
+  return to_integer<T>(object.at(key), key);
+}
+
+double number(const json& object, const char* key) {
+  const json& value = object.at(key);
+  if (!value.is_number()) malformed(fmt::format("{} is not a number", key));
+  return value.get<double>();
+}
+
+std::string text(const json& object, const char* key) {
+  const json& value = object.at(key);
+  if (!value.is_string()) malformed(fmt::format("{} is not a string", key));
+  return value.get<std::string>();
+}
+
+bool flag(const json& object, const char* key) {
+  const json& value = object.at(key);
+  if (!value.is_boolean()) malformed(fmt::format("{} is not a boolean", key));
+  return value.get<bool>();
+}
+
+const json& array(const json& object, const char* key) {
+  const json& value = object.at(key);
+  if (!value.is_array()) malformed(fmt::format("{} is not an array", key));
+  return value;
+}
+
+CacheMode cache_mode(const json& object, const char* key) {
+  auto mode = parse_cache_mode(text(object, key));
+  if (!mode) malformed("unknown cache mode");
+  return *mode;
+}
+
+void encode_geometry(json& j, const LaunchGeometry& g) {
+  j["grid"] = {g.grid[0], g.grid[1], g.grid[2]};
+  j["block"] = {g.block[0], g.block[1], g.block[2]};
+  j["shared_bytes"] = g.shared_bytes;
+}
+
+LaunchGeometry decode_geometry(const json& j) {
+  LaunchGeometry g;
+  const json& grid = array(j, "grid");
+  const json& block = array(j, "block");
+  for (std::size_t i = 0; i < 3; ++i) {
+    g.grid[i] = to_integer<std::int64_t>(grid.at(i), "grid");
+    g.block[i] = to_integer<std::int64_t>(block.at(i), "block");
+  }
+  g.shared_bytes = integer<std::int64_t>(j, "shared_bytes");
+  return g;
+}
+
+json encode_validation(const ValidationStats& v) {
+  return {{"relative_l2", v.relative_l2}, {"max_abs", v.max_abs}, {"nonfinite", v.nonfinite},
+          {"elements", v.elements},       {"input_sets", v.input_sets}, {"passed", v.passed}};
+}
+
+ValidationStats decode_validation(const json& v) {
+  ValidationStats s;
+  s.relative_l2 = number(v, "relative_l2");
+  s.max_abs = number(v, "max_abs");
+  s.nonfinite = integer<std::uint64_t>(v, "nonfinite");
+  s.elements = integer<std::uint64_t>(v, "elements");
+  s.input_sets = integer<int>(v, "input_sets");
+  s.passed = flag(v, "passed");
+  return s;
+}
+
+}  // namespace
+
+json encode(const TimingStats& t) {
+  return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us},
+          {"spread", t.spread},       {"count", t.count},   {"cache", to_string(t.cache)},
+          {"stable", t.stable},       {"cut", t.cut},       {"method", t.method}};
+}
+
+TimingStats decode_timing(const json& j) {
+  TimingStats t;
+  t.median_us = number(j, "median_us");
+  t.min_us = number(j, "min_us");
+  t.p90_us = number(j, "p90_us");
+  t.spread = number(j, "spread");
+  t.count = integer<int>(j, "count");
+  t.cache = cache_mode(j, "cache");
+  t.stable = flag(j, "stable");
+  t.cut = flag(j, "cut");
+  t.method = text(j, "method");
+  return t;
+}
+
+json encode(const Cutoff& c) { return {{"best_us", c.best_us}, {"factor", c.factor}}; }
+
+Cutoff decode_cutoff(const json& j) {
+  Cutoff c;
+  c.best_us = number(j, "best_us");
+  c.factor = number(j, "factor");
+  return c;
+}
+
+json encode(const EvaluationResult& r) {
+  json j = {{"outcome", to_string(r.outcome)}, {"reason", r.reason},
+            {"registers", r.registers},        {"local_bytes", r.local_bytes},
+            {"context_lost", r.context_lost}};
+  if (r.validation) j["validation"] = encode_validation(*r.validation);
+  if (r.timing) j["timing"] = encode(*r.timing);
+  return j;
+}
+
+EvaluationResult decode_result(const json& j) {
+  EvaluationResult r;
+  auto outcome = parse_outcome(text(j, "outcome"));
+  if (!outcome) malformed("unknown outcome");
+  r.outcome = *outcome;
+  r.reason = text(j, "reason");
+  r.registers = integer<int>(j, "registers");
+  r.local_bytes = integer<std::int64_t>(j, "local_bytes");
+  r.context_lost = flag(j, "context_lost");
+  if (j.contains("validation")) r.validation = decode_validation(j.at("validation"));
+  if (j.contains("timing")) r.timing = decode_timing(j.at("timing"));
+  return r;
+}
+
+json encode(const Candidate& c) {
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(c.cubin.data());
+  json j = {{"label", c.label},
+            {"cubin", json::binary(std::vector<std::uint8_t>(bytes, bytes + c.cubin.size()))},
+            {"entry", c.entry}};
+  encode_geometry(j, c.geometry);
+  // Absent for a config without a prologue: such candidates travel as before.
+  if (c.prologue) {
+    json p = {{"entry", c.prologue->entry}};
+    encode_geometry(p, c.prologue->geometry);
+    j["prologue"] = std::move(p);
+  }
+  if (!c.workspace_bytes.empty()) j["workspace_bytes"] = c.workspace_bytes;
+  return j;
+}
+
+Candidate decode_candidate(const json& j) {
+  Candidate c;
+  c.label = text(j, "label");
+  const json& cubin = j.at("cubin");
+  if (!cubin.is_binary()) malformed("cubin is not a byte string");
+  const auto& binary = cubin.get_binary();
+  c.cubin.assign(reinterpret_cast<const char*>(binary.data()), binary.size());
+  c.entry = text(j, "entry");
+  c.geometry = decode_geometry(j);
+  if (j.contains("prologue")) {
+    const json& p = j.at("prologue");
+    c.prologue = PrologueLaunch{text(p, "entry"), decode_geometry(p)};
+  }
+  if (j.contains("workspace_bytes"))
+    for (const json& bytes : array(j, "workspace_bytes"))
+      c.workspace_bytes.push_back(to_integer<std::int64_t>(bytes, "workspace_bytes"));
+  return c;
+}
+
+json encode(const DeviceProperties& d) {
+  return {{"ordinal", d.ordinal},
+          {"name", d.name},
+          {"cc", {d.cc_major, d.cc_minor}},
+          {"multiprocessors", d.multiprocessors},
+          {"l2_bytes", d.l2_bytes},
+          {"total_memory", d.total_memory},
+          {"shared_per_block_optin", d.shared_per_block_optin},
+          {"shared_per_block", d.shared_per_block},
+          {"max_threads_per_block", d.max_threads_per_block},
+          {"driver_version", d.driver_version},
+          {"max_grid", {d.max_grid[0], d.max_grid[1], d.max_grid[2]}},
+          {"max_block", {d.max_block[0], d.max_block[1], d.max_block[2]}}};
+}
+
+DeviceProperties decode_device(const json& j) {
+  DeviceProperties d;
+  d.ordinal = integer<int>(j, "ordinal");
+  d.name = text(j, "name");
+  const json& cc = array(j, "cc");
+  d.cc_major = to_integer<int>(cc.at(0), "cc");
+  d.cc_minor = to_integer<int>(cc.at(1), "cc");
+  d.multiprocessors = integer<int>(j, "multiprocessors");
+  d.l2_bytes = integer<std::int64_t>(j, "l2_bytes");
+  d.total_memory = integer<std::int64_t>(j, "total_memory");
+  d.shared_per_block_optin = integer<std::int64_t>(j, "shared_per_block_optin");
+  d.shared_per_block = integer<std::int64_t>(j, "shared_per_block");
+  d.max_threads_per_block = integer<int>(j, "max_threads_per_block");
+  d.driver_version = text(j, "driver_version");
+  const json& grid = array(j, "max_grid");
+  const json& block = array(j, "max_block");
+  for (std::size_t i = 0; i < 3; ++i) {
+    d.max_grid[i] = to_integer<std::int64_t>(grid.at(i), "max_grid");
+    d.max_block[i] = to_integer<std::int64_t>(block.at(i), "max_block");
+  }
+  return d;
+}
+
+namespace {
+
+// ---- requests ------------------------------------------------------------------
+
+json message(const ProbeRequest&) { return {{"type", "probe"}}; }
+json message(const QuitRequest&) { return {{"type", "quit"}}; }
+
+json message(const SetWorkloadRequest& r) {
+  return {{"type", "set_workload"},
+          {"space", r.space_file},
+          {"shape", r.shape},
+          {"seed", r.seed},
+          {"cache", to_string(r.timing.cache)},
+          {"budget_ms", r.timing.budget_ms},
+          {"max_repetitions", r.timing.max_repetitions},
+          {"min_repetitions", r.timing.min_repetitions},
+          {"stability", r.timing.stability},
+          {"cut_min_samples", r.timing.cut_min_samples}};
+}
+
+json message(const EvaluateRequest& r) {
+  json j = {{"type", "evaluate"}, {"candidate", encode(r.candidate)}};
+  if (r.cutoff) j["cutoff"] = encode(*r.cutoff);
+  return j;
+}
+
+json message(const RetimeRequest& r) {
+  json list = json::array();
+  for (const Candidate& c : r.candidates) list.push_back(encode(c));
+  return {{"type", "retime"}, {"candidates", std::move(list)}, {"rounds", r.rounds}};
+}
+
+json message(const TestFaultRequest& r) {
+  return {{"type", "test_fault"}, {"action", r.action}, {"result", encode(r.result)}};
+}
+
+SetWorkloadRequest decode_set_workload(const json& j) {
+  SetWorkloadRequest r;
+  r.space_file = text(j, "space");
+  r.shape = text(j, "shape");
+  r.seed = integer<std::uint64_t>(j, "seed");
+  r.timing.cache = cache_mode(j, "cache");
+  r.timing.budget_ms = number(j, "budget_ms");
+  r.timing.max_repetitions = integer<int>(j, "max_repetitions");
+  r.timing.min_repetitions = integer<int>(j, "min_repetitions");
+  r.timing.stability = number(j, "stability");
+  r.timing.cut_min_samples = integer<int>(j, "cut_min_samples");
+  return r;
+}
+
+Request request_from(const json& j) {
+  const std::string type = text(j, "type");
+  if (type == "probe") return ProbeRequest{};
+  if (type == "quit") return QuitRequest{};
+  if (type == "set_workload") return decode_set_workload(j);
+  if (type == "evaluate") {
+    EvaluateRequest r{decode_candidate(j.at("candidate")), std::nullopt};
+    if (j.contains("cutoff")) r.cutoff = decode_cutoff(j.at("cutoff"));
+    return r;
+  }
+  if (type == "retime") {
+    RetimeRequest r;
+    for (const json& c : array(j, "candidates")) r.candidates.push_back(decode_candidate(c));
+    r.rounds = integer<int>(j, "rounds");
+    return r;
+  }
+  if (type == "test_fault") return TestFaultRequest{text(j, "action"), decode_result(j.at("result"))};
+  malformed(fmt::format("unknown request '{}'", type));
+}
+
+// ---- replies -------------------------------------------------------------------
+
+json message(const ProgressReply&) { return {{"type", "progress"}}; }
+json message(const ByeReply&) { return {{"type", "bye"}}; }
+json message(const ResultReply& r) { return {{"type", "result"}, {"result", encode(r.result)}}; }
+
+json message(const DeviceReport& r) {
+  json j = {{"type", "probe"}, {"usable", r.usable}, {"reason", r.reason}};
+  if (r.usable) j["device"] = encode(r.device);
+  return j;
+}
+
+json message(const WorkloadInfo& w) {
+  return {{"type", "workload"},          {"device", encode(w.device)},
+          {"seed", w.seed},              {"reference_us", w.reference_us},
+          {"floor", encode(w.floor)},    {"input_sets", w.input_sets},
+          {"device_bytes", w.device_bytes}};
+}
+
+json message(const TimingsReply& r) {
+  json list = json::array();
+  for (const auto& t : r.timings) list.push_back(t ? encode(*t) : json(nullptr));
+  return {{"type", "timings"}, {"timings", std::move(list)}};
+}
+
+json message(const ErrorReply& e) {
+  json j = {{"type", "error"},
+            {"kind", e.kind == ErrorReply::Kind::input ? "input" : "environment"},
+            {"message", e.message}};
+  if (e.exiting) j["exiting"] = true;
+  return j;
+}
+
+WorkloadInfo decode_workload(const json& j) {
+  WorkloadInfo w;
+  w.device = decode_device(j.at("device"));
+  w.seed = integer<std::uint64_t>(j, "seed");
+  w.reference_us = number(j, "reference_us");
+  w.floor = decode_timing(j.at("floor"));
+  w.input_sets = integer<int>(j, "input_sets");
+  w.device_bytes = integer<std::int64_t>(j, "device_bytes");
+  return w;
+}
+
+DeviceReport decode_probe(const json& j) {
+  DeviceReport r;
+  r.usable = flag(j, "usable");
+  r.reason = text(j, "reason");
+  if (r.usable) r.device = decode_device(j.at("device"));
+  return r;
+}
+
+ErrorReply decode_error(const json& j) {
+  ErrorReply e;
+  const std::string kind = text(j, "kind");
+  if (kind != "input" && kind != "environment") malformed("unknown error kind");
+  e.kind = kind == "input" ? ErrorReply::Kind::input : ErrorReply::Kind::environment;
+  e.message = text(j, "message");
+  if (j.contains("exiting")) e.exiting = flag(j, "exiting");
+  return e;
+}
+
+Reply reply_from(const json& j) {
+  const std::string type = text(j, "type");
+  if (type == "progress") return ProgressReply{};
+  if (type == "bye") return ByeReply{};
+  if (type == "probe") return decode_probe(j);
+  if (type == "workload") return decode_workload(j);
+  if (type == "result") return ResultReply{decode_result(j.at("result"))};
+  if (type == "timings") {
+    TimingsReply r;
+    for (const json& t : array(j, "timings"))
+      r.timings.push_back(t.is_null() ? std::nullopt : std::optional<TimingStats>(decode_timing(t)));
+    return r;
+  }
+  if (type == "error") return decode_error(j);
+  malformed(fmt::format("unknown reply '{}'", type));
+}
+
+// ---- CBOR ----------------------------------------------------------------------
+
+/// Builds the JSON value of a CBOR text through nlohmann's SAX interface,
+/// refusing nesting deeper than any message has: the library's own DOM
+/// parser recurses once per level, so a few MB of nested arrays would
+/// overflow the stack.
+class BoundedBuilder {
+ public:
+  static constexpr std::size_t max_depth = 16;
+  explicit BoundedBuilder(json& root) : root_(root) {}
+
+  bool null() { return put(json(nullptr)); }
+  bool boolean(bool value) { return put(json(value)); }
+  bool number_integer(json::number_integer_t value) { return put(json(value)); }
+  bool number_unsigned(json::number_unsigned_t value) { return put(json(value)); }
+  bool number_float(json::number_float_t value, const json::string_t&) { return put(json(value)); }
+  bool string(json::string_t& value) { return put(json(std::move(value))); }
+  bool binary(json::binary_t& value) {
+    return put(json::binary(std::move(static_cast<json::binary_t::container_type&>(value))));
+  }
+  bool start_object(std::size_t) { return open(json::object()); }
+  bool key(json::string_t& name) {
+    key_ = std::move(name);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool start_array(std::size_t) { return open(json::array()); }
+  bool end_array() { return close(); }
+  bool parse_error(std::size_t, const std::string&, const json::exception& error) {
+    error_ = error.what();
+    return false;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  json* place(json value) {
+    if (open_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(value));
+      return &parent.back();
+    }
+    json& slot = parent[key_];
+    slot = std::move(value);
+    return &slot;
+  }
+  bool put(json value) {
+    place(std::move(value));
+    return true;
+  }
+  bool open(json container) {
+    if (open_.size() >= max_depth) {
+      error_ = fmt::format("nested deeper than {} levels", max_depth);
+      return false;
+    }
+    // Pointers into open containers stay valid: only the innermost one grows.
+    open_.push_back(place(std::move(container)));
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+
+  json& root_;
+  std::vector<json*> open_;
+  std::string key_;
+  std::string error_;
+};
+
+json parse_cbor(std::span<const std::uint8_t> bytes) {
+  json value;
+  BoundedBuilder builder(value);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(bytes.data(), bytes.data() + bytes.size(), &builder, json::input_format_t::cbor);
+  } catch (const json::exception& error) {
+    malformed(error.what());
+  }
+  if (!ok) malformed(builder.error().empty() ? std::string("not CBOR") : builder.error());
+  if (!value.is_object()) malformed("not an object");
+  return value;
+}
+
+template <class Message>
+std::vector<std::uint8_t> to_bytes(const Message& m) {
+  return std::visit([](const auto& alternative) { return json::to_cbor(message(alternative)); }, m);
+}
+
+/// Runs a decoder, turning the library's errors into MalformedMessage.
+template <class Decode>
+auto checked(Decode decode) -> decltype(decode()) {
+  try {
+    return decode();
+  } catch (const json::exception& error) {
+    malformed(error.what());
+  }
+}
+
+}  // namespace
+}  // namespace wire
+
+std::vector<std::uint8_t> encode_request(const Request& request) { return wire::to_bytes(request); }
+std::vector<std::uint8_t> encode_reply(const Reply& reply) { return wire::to_bytes(reply); }
+
+Request decode_request(std::span<const std::uint8_t> bytes) {
+  return wire::checked([&] { return wire::request_from(wire::parse_cbor(bytes)); });
+}
+
+Reply decode_reply(std::span<const std::uint8_t> bytes) {
+  return wire::checked([&] { return wire::reply_from(wire::parse_cbor(bytes)); });
+}
+
+}  // namespace mlatune
