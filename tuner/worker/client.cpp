@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "tuner/worker/codec.h"
 #include "tuner/worker/framing.h"
+#include "tuner/worker/lifeline.h"
 
 extern char** environ;
 
@@ -214,7 +215,9 @@ void Worker::spawn() {
   // dup2 clears close-on-exec on the copies: the child sees exactly fds 3 and 4.
   actions.dup2(request_read.get(), 3);
   actions.dup2(reply_write.get(), 4);
-  std::vector<std::string> arguments = {options_.executable.string()};
+  // The worker checks that this process is still its parent (lifeline.h).
+  std::vector<std::string> arguments = {options_.executable.string(), std::string(parent_pid_option),
+                                        std::to_string(::getpid())};
   std::vector<std::string> environment = worker_environment(options_.allow_test_faults);
   std::vector<char*> argv = pointers(arguments);
   std::vector<char*> envp = pointers(environment);

@@ -4,7 +4,8 @@
 // tuner/worker/codec.h).  A candidate that crashes the CUDA context or hangs
 // takes only the worker down: it is recorded as crashed or timeout, a fresh
 // worker is started, and the sweep goes on.  The tuner process itself never
-// initializes CUDA.
+// initializes CUDA.  The worker never outlives the tuner
+// (tuner/worker/lifeline.h).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -45,7 +46,9 @@ struct WorkloadRequest {
 };
 
 /// A worker process and the sweep-level logic around it: requests, timeouts,
-/// replacement after a crash.  Not thread-safe; one request at a time.
+/// replacement after a crash.  Not thread-safe; one request at a time, from
+/// the thread that made the first one (the worker is tied to that thread's
+/// life: tuner/worker/lifeline.h).
 class Worker {
  public:
   explicit Worker(WorkerOptions options = {});
