@@ -1,39 +1,26 @@
-// mlatune tune: compile (and, with a GPU, later time) every valid config of a
-// search space for one or more shapes.
-#include <algorithm>
-#include <cctype>
-#include <chrono>
-#include <cstdio>
-#include <future>
+// mlatune tune: the command's options, and their parsing into typed
+// settings (cli/tune_settings.h).  What it does with them: cli/tune_run.cpp;
+// what it prints: cli/tune_report.cpp.
+#include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "cache/store.h"
 #include "cli/commands.h"
-#include "tuner/compile_pool.h"
+#include "cli/tune_settings.h"
 #include "core/compiler.h"
-#include "core/device.h"
-#include "core/error.h"
-#include "tuner/binary_cache.h"
-#include "tuner/replay.h"
-#include "core/space.h"
 #include "tuner/strategies/registry.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep.h"
 #include "tuner/timing.h"
-#include "tuner/worker.h"
 
 namespace mlatune::cli {
 namespace {
 
+/// The options as CLI11 fills them in, before parsing.
 struct TuneOptions {
   std::string space_file;
   std::vector<std::string> shapes;
@@ -55,541 +42,31 @@ struct TuneOptions {
   std::vector<std::string> where;  // extra constraints on the candidates
 };
 
-/// One config's compilation, as the report shows it.
-struct Row {
-  std::string config;
-  std::shared_future<CompileResult> result;
-};
-
-struct ShapeWork {
-  Shape shape;
-  std::string shape_text;
-  std::vector<Row> rows;
-};
-
-struct Totals {
-  std::uint64_t configs = 0;
-  std::uint64_t compiled = 0;
-  std::uint64_t failed = 0;
-  std::uint64_t spilling = 0;
-  double compile_seconds = 0;  // sum over configs (CPU time of the compilations)
-};
-
-std::string first_error_line(const std::string& log) {
-  std::size_t at = log.find("error");
-  std::size_t start = at == std::string::npos ? 0 : log.rfind('\n', at);
-  start = (start == std::string::npos || at == std::string::npos) ? 0 : start + 1;
-  std::size_t end = log.find('\n', start);
-  std::string line = log.substr(start, end == std::string::npos ? std::string::npos : end - start);
-  return line.empty() ? std::string("(empty log)") : line;
-}
-
-std::string status_of(const CompileResult& result) {
-  if (!result.ok()) return "FAILED: " + first_error_line(result.log());
-  return result.binary().usage.spills() ? "spills" : "ok";
-}
-
-nlohmann::json row_json(const Row& row, const CompileResult& result) {
-  nlohmann::json j;
-  j["config"] = row.config;
-  j["status"] = result.ok() ? (result.binary().usage.spills() ? "spills" : "ok") : "failed";
-  j["compile_ms"] = result.compile_seconds() * 1e3;
-  j["key"] = result.key().hash;
-  j["options"] = result.options();
-  if (result.ok()) {
-    const ResourceUsage& u = result.binary().usage;
-    j["registers"] = u.registers;
-    j["spill_store_bytes"] = u.spill_store_bytes;
-    j["spill_load_bytes"] = u.spill_load_bytes;
-    j["stack_frame_bytes"] = u.stack_frame_bytes;
-    j["shared_bytes"] = u.shared_bytes;
-    j["barriers"] = u.barriers;
-    j["cubin_bytes"] = result.binary().cubin.size();
-  } else {
-    j["error"] = result.failure().message;
-  }
-  return j;
-}
-
-void print_table(const ShapeWork& work, Totals& totals, const std::string& kernel) {
-  std::size_t width = 6;
-  for (const Row& row : work.rows) width = std::max(width, row.config.size());
-  fmt::print("\n{} at {}: {} valid configs\n", kernel, work.shape_text, work.rows.size());
-  fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}  {}\n", "config", width, "regs",
-             "spill st", "spill ld", "stack", "smem", "compile", "status");
-  fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}\n", "", width, "", "bytes",
-             "bytes", "bytes", "bytes", "ms");
-  const CompileFailure* first_failure = nullptr;
-  for (const Row& row : work.rows) {
-    const CompileResult& result = row.result.get();
-    ++totals.configs;
-    totals.compile_seconds += result.compile_seconds();
-    if (result.ok()) {
-      const ResourceUsage& u = result.binary().usage;
-      ++totals.compiled;
-      if (u.spills()) ++totals.spilling;
-      fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8.0f}  {}\n", row.config, width,
-                 u.registers, u.spill_store_bytes, u.spill_load_bytes, u.stack_frame_bytes,
-                 u.shared_bytes, result.compile_seconds() * 1e3, status_of(result));
-    } else {
-      ++totals.failed;
-      if (!first_failure) first_failure = &result.failure();
-      fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8.0f}  {}\n", row.config, width,
-                 "-", "-", "-", "-", "-", result.compile_seconds() * 1e3, status_of(result));
-    }
-  }
-  if (first_failure)
-    fmt::print(stderr, "\nfirst compile failure at {}:\n{}\n", work.shape_text,
-               first_failure->message);
-}
-
-std::string percent(int n, std::size_t total) {
-  return total ? fmt::format("{:.0f}%", 100.0 * n / static_cast<double>(total)) : "-";
-}
-
-nlohmann::json timing_json(const TimingStats& t) {
-  return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us},
-          {"spread", t.spread},       {"count", t.count},   {"stable", t.stable},
-          {"cut", t.cut},             {"method", t.method}};
-}
-
-nlohmann::json optional_json(const std::optional<double>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
-
-std::string rate_text(const std::optional<double>& rate) {
-  return rate ? fmt::format("{:.1f} configs/s", *rate) : std::string("- configs/s");
-}
-
-/// Where a sweep's time went, as the --json summary gives it.
-nlohmann::json totals_json(const SweepTotals& t) {
-  return {{"evaluated", t.evaluated},
-          {"cut", t.cut},
-          {"wall_seconds", t.wall_s},
-          {"configs_per_second", optional_json(t.configs_per_s)},
-          {"gpu_seconds", t.gpu_s},
-          {"gpu_busy_fraction", optional_json(t.gpu_busy_fraction)},
-          {"compile_wait_seconds", t.compile_wait_s},
-          {"setup_seconds", t.setup_s},
-          {"other_seconds", t.other_s},
-          {"nvrtc_seconds", t.nvrtc_s},
-          {"compile_threads", t.compile_threads},
-          {"gpu_limit_configs_per_second", optional_json(t.gpu_limit_configs_per_s)},
-          {"compile_limit_configs_per_second", optional_json(t.compile_limit_configs_per_s)}};
-}
-
-bool is_run_id(const std::string& text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
-std::string replay_name(const std::string& replay, const std::filesystem::path& database) {
-  if (is_run_id(replay)) return fmt::format("run {} of {}", replay, database.filename().string());
-  return std::filesystem::path(replay).filename().string();
-}
-
-/// Replay data from a CSV file, or (an integer) from a run in the database:
-/// the run's measurements go through the same reader as a CSV export.
-ReplayData load_replay(const std::string& replay, const std::filesystem::path& database,
-                       const SearchSpace& space) {
-  if (!is_run_id(replay)) return ReplayData::load(replay, space);
-  Store store = Store::open(database, StoreMode::read_only);
-  std::string uuid;
-  for (const RunRecord& run : store.runs())
-    if (std::to_string(run.id) == replay) uuid = run.uuid;
-  if (uuid.empty())
-    throw InputError(fmt::format("--replay {}: no run {} in {} (see `mlatune cache show`)", replay, replay,
-                                 database.string()));
-  auto quoted = [](const std::string& field) {
-    std::string out = "\"";
-    for (char c : field) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return out + "\"";
-  };
-  std::string csv = "shape,config,outcome,median_us\n";
-  for (const MeasurementRecord& r : store.measurements({space.kernel_name(), ""})) {
-    if (r.run_uuid != uuid) continue;
-    const Measurement& m = r.measurement;
-    csv += fmt::format("{},{},{},{}\n", quoted(m.shape), quoted(m.config), to_string(m.outcome),
-                       m.timing ? fmt::format("{}", m.timing->median_us) : std::string());
-  }
-  return ReplayData::parse(csv, replay_name(replay, database), space);
-}
-
-/// Progress on stderr: on a terminal one bar, redrawn at most ten times a
-/// second (done/total, failures, best so far, rate, ETA); elsewhere one plain
-/// line per event.
-class ProgressPrinter {
- public:
-  explicit ProgressPrinter(bool terminal) : terminal_(terminal) {}
-
-  void update(const SweepProgress& p) {
-    if (!terminal_) {
-      fmt::print(stderr, "{}\n", p.line);
-      return;
-    }
-    auto now = std::chrono::steady_clock::now();
-    bool last = p.done >= p.total;
-    if (p.shape != shape_) {
-      finish();
-      shape_ = p.shape;
-    } else if (!last && now - drawn_ < std::chrono::milliseconds(100)) {
-      return;
-    }
-    drawn_ = now;
-    double rate = p.elapsed_s > 0 ? static_cast<double>(p.done) / p.elapsed_s : 0.0;
-    double eta = rate > 0 ? static_cast<double>(p.total - std::min(p.done, p.total)) / rate : 0.0;
-    constexpr int width = 30;
-    int filled = p.total ? static_cast<int>(width * std::min(1.0, static_cast<double>(p.done) / p.total)) : 0;
-    fmt::print(stderr, "\r{} [{}{}] {}/{}  failures {}  best {}  {:.1f}/s  ETA {:d}:{:02d} \x1b[K", shape_,
-               std::string(filled, '#'), std::string(width - filled, '.'), p.done, p.total, p.failures,
-               p.best_us ? fmt::format("{:.2f} us", *p.best_us) : std::string("-"), rate,
-               static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
-    open_ = true;
-  }
-
-  void finish() {
-    if (open_) fmt::print(stderr, "\n");
-    open_ = false;
-  }
-
- private:
-  bool terminal_;
-  bool open_ = false;
-  std::string shape_;
-  std::chrono::steady_clock::time_point drawn_{};
-};
-
-/// The space with `--where` constraints added, or nothing when there are none.
-std::optional<SearchSpace> restricted_space(const SearchSpace& space, const TuneOptions& options) {
-  if (options.where.empty()) return std::nullopt;
-  return space.restrict(options.where);
-}
-
-void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
-                          const std::vector<ShapeWork>& work, Worker* worker, const DeviceInfo& device,
-                          const std::string& arch, const std::filesystem::path& database) {
-  SweepOptions sweep;
-  const std::optional<SearchSpace> candidates = restricted_space(space, options);
-  if (candidates) sweep.candidates = &*candidates;
-  sweep.strategy = parse_strategy_kind(options.strategy);
-  std::optional<ReplayData> replay;
-  if (!options.replay.empty()) {
-    replay = load_replay(options.replay, database, space);
-    sweep.replay = &*replay;
-    sweep.replay_source = replay_name(options.replay, database);
-  }
-  for (const ShapeWork& w : work) sweep.shapes.push_back(w.shape);
-  sweep.arch = arch;
-  sweep.jobs = options.jobs;
-  sweep.max_evals = options.max_evals;
-  sweep.seed = options.seed;
-  sweep.timing.cache = parse_cache_mode(options.cache).value_or(CacheMode::cold);
-  sweep.timing.budget_ms = options.budget_ms;
-  sweep.cutoff_factor = options.cutoff;
-  sweep.timing.cut_min_samples = options.cut_after;
-  std::optional<ProgressPrinter> printer;
-  if (!options.quiet && !options.json) {
-    printer.emplace(::isatty(STDERR_FILENO) == 1);
-    sweep.progress = [&printer](const SweepProgress& p) { printer->update(p); };
-  }
-  fmt::print(stderr, "mlatune: tuning {} on {} ({}, {} SMs) into {}\n", space.kernel_name(),
-             device.name, device.arch, device.sm_count, database.string());
-  SweepReport report = run_sweep(space, options.space_file, database, worker, device, sweep);
-  if (printer) printer->finish();
-  const char* unit = replay ? "us (replayed)" : "us";
-  const SweepTotals totals = sweep_totals(report);
-
-  if (options.json) {
-    nlohmann::json out;
-    out["kernel"] = space.kernel_name();
-    out["device"] = {{"name", device.name}, {"arch", device.arch}, {"sm_count", device.sm_count}};
-    out["database"] = database.string();
-    out["run_id"] = report.run_id;
-    out["wall_seconds"] = report.wall_s;
-    out["nvrtc_runs"] = report.nvrtc_runs;
-    out["binaries_reused"] = report.binaries_reused;
-    out["worker_replacements"] = report.worker_replacements;
-    out["cutoff_factor"] = options.cutoff;
-    out["cut_after"] = options.cut_after;
-    out["budget_ms"] = options.budget_ms;
-    out["totals"] = totals_json(totals);
-    nlohmann::json shapes = nlohmann::json::array();
-    for (const ShapeReport& s : report.shapes) {
-      nlohmann::json j;
-      j["shape"] = s.shape;
-      j["valid_configs"] = s.valid_configs;
-      j["planned"] = s.planned;
-      j["already_measured"] = s.already_measured;
-      j["evaluated"] = s.results.size();
-      nlohmann::json counts = nlohmann::json::object();
-      for (const auto& [outcome, n] : s.outcomes) counts[std::string(to_string(outcome))] = n;
-      j["outcomes"] = counts;
-      nlohmann::json fastest = nlohmann::json::array();
-      for (const RetimedCandidate& r : s.retimed)
-        fastest.push_back({{"config", r.config}, {"sweep_median_us", r.first_median_us},
-                           {"retimed", timing_json(r.retimed)}});
-      j["fastest"] = fastest;
-      if (s.best_config) j["best"] = {{"config", *s.best_config}, {"median_us", *s.best_us}};
-      if (s.default_config && s.default_config->timing)
-        j["default_median_us"] = s.default_config->timing->median_us;
-      if (s.median_ok_us) j["median_ok_us"] = *s.median_ok_us;
-      j["reference_us"] = s.workload.reference_us;
-      j["floor"] = timing_json(s.workload.floor);
-      j["seed"] = s.workload.seed;
-      j["wall_seconds"] = s.wall_s;
-      j["gpu_seconds"] = s.gpu_s;
-      j["compile_wait_seconds"] = s.compile_wait_s;
-      j["setup_seconds"] = s.setup_s;
-      j["nvrtc_seconds"] = s.nvrtc_s;
-      j["cut"] = s.cut;
-      j["configs_per_second"] =
-          s.wall_s > 0 ? nlohmann::json(static_cast<double>(s.results.size()) / s.wall_s) : nlohmann::json(nullptr);
-      shapes.push_back(std::move(j));
-    }
-    out["shapes"] = std::move(shapes);
-    fmt::print("{}\n", out.dump(2));
-    return;
-  }
-  for (const ShapeReport& s : report.shapes) {
-    fmt::print("\n{} at {} on {}\n", space.kernel_name(), s.shape, device.name);
-    fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now\n",
-               s.valid_configs, s.planned, s.already_measured, s.results.size());
-    if (!s.results.empty()) {
-      std::string counts;
-      for (const auto& [outcome, n] : s.outcomes)
-        counts += fmt::format("{}{} {} ({})", counts.empty() ? "" : ", ", to_string(outcome), n,
-                              percent(n, s.results.size()));
-      fmt::print("  outcomes: {}\n", counts);
-      if (!replay)
-        fmt::print("  reference kernel {:.1f} us; empty-kernel floor {:.2f} us ({}); input seed {}\n",
-                   s.workload.reference_us, s.workload.floor.median_us, s.workload.floor.method,
-                   s.workload.seed);
-      double rate = s.wall_s > 0 ? static_cast<double>(s.results.size()) / s.wall_s : 0.0;
-      if (replay)
-        fmt::print("  time: {:.1f} s wall (replayed: no GPU, no compilation); {:.1f} configs/s\n", s.wall_s, rate);
-      else
-        fmt::print("  time: {:.1f} s wall, {:.1f} s on the GPU worker, {:.1f} s waiting for compilation, "
-                   "{:.1f} s workload setup; {:.1f} s of NVRTC on the compile threads; {:.1f} configs/s\n",
-                   s.wall_s, s.gpu_s, s.compile_wait_s, s.setup_s, s.nvrtc_s, rate);
-      if (s.cut > 0)
-        fmt::print("  early cut: {} of {} ok configs timed with fewer launches, their median past {:g}x "
-                   "the best so far\n",
-                   s.cut, s.outcomes.count(Outcome::ok) ? s.outcomes.at(Outcome::ok) : 0, options.cutoff);
-    }
-    if (!s.retimed.empty()) {
-      fmt::print("  fastest, timed again interleaved (median us; min; p90; sweep median):\n");
-      for (const RetimedCandidate& r : s.retimed)
-        fmt::print("    {:9.2f}  {:9.2f}  {:9.2f}  {:9.2f}  {}\n", r.retimed.median_us,
-                   r.retimed.min_us, r.retimed.p90_us, r.first_median_us, r.config);
-    }
-    if (s.best_config) {
-      fmt::print("  best in the database: {:.2f} {}  {}\n", *s.best_us, unit, *s.best_config);
-      if (s.default_config && s.default_config->timing && s.default_config->outcome == Outcome::ok)
-        fmt::print("  speedup over the space's default config ({:.2f} us): {:.2f}x\n",
-                   s.default_config->timing->median_us, s.default_config->timing->median_us / *s.best_us);
-      else if (s.default_config)
-        fmt::print("  the space's default config: {}\n", to_string(s.default_config->outcome));
-      if (s.median_ok_us)
-        fmt::print("  speedup over the median valid config ({:.2f} us): {:.2f}x\n", *s.median_ok_us,
-                   *s.median_ok_us / *s.best_us);
-    } else {
-      fmt::print("  no valid config measured at this shape\n");
-    }
-  }
-  fmt::print("\nsweep: {} configs in {:.1f} s wall: {}; {} cut early; {} worker replacements; run {} in {}\n",
-             totals.evaluated, totals.wall_s, rate_text(totals.configs_per_s), totals.cut,
-             report.worker_replacements, report.run_id, database.string());
-  if (!replay) {
-    fmt::print("  GPU worker: {:.1f} s busy ({:.0f}% of wall; alone it would allow {}); {:.1f} s waiting for "
-               "compilation, {:.1f} s workload setup, {:.1f} s other\n",
-               totals.gpu_s, 100.0 * totals.gpu_busy_fraction.value_or(0.0),
-               rate_text(totals.gpu_limit_configs_per_s), totals.compile_wait_s, totals.setup_s,
-               totals.other_s);
-    fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} threads (alone it would allow {}); "
-               "{} binaries reused\n",
-               totals.nvrtc_s, report.nvrtc_runs, totals.compile_threads,
-               rate_text(totals.compile_limit_configs_per_s), report.binaries_reused);
-  }
-}
-
-void run_tune(const TuneOptions& options) {
-  SearchSpace space = SearchSpace::load(options.space_file);
-
-  std::vector<ShapeWork> work;
-  if (options.misses) {
-    // The shapes the dispatcher was asked for and had no tuned entry for.
-    if (!options.shapes.empty()) throw InputError("give either --misses or --shape, not both");
-    std::set<std::string> seen;
-    Store store = Store::open(database_path(options.db), StoreMode::read_only);
-    for (const MissRecord& miss : store.misses()) {
-      if (miss.kernel_name != space.kernel_name() || !seen.insert(miss.shape).second) continue;
-      Shape shape = space.parse_shape(miss.shape);
-      work.push_back({shape, space.shape_string(shape), {}});
-    }
-    if (work.empty()) {
-      fmt::print("no untuned shapes of {} were asked for at run time (no misses in {})\n",
-                 space.kernel_name(), database_path(options.db).string());
-      return;
-    }
-  } else if (options.shapes.empty()) {
-    for (const Shape& shape : space.default_shapes())
-      work.push_back({shape, space.shape_string(shape), {}});
-  } else {
-    for (const std::string& text : options.shapes) {
-      Shape shape = space.parse_shape(text);
-      work.push_back({shape, space.shape_string(shape), {}});
-    }
-  }
-  if (work.empty())
-    throw InputError(SourceLocation{space.file_name()},
-                     "the space has no default shapes; give one with --shape");
-
-  // The tuner never initializes CUDA itself: a worker process is asked
-  // whether it can use a GPU (a crashing candidate can only take it down).
-  std::string why_no_gpu;
-  std::optional<DeviceInfo> device;
-  std::vector<std::string> notes;
-  std::optional<Worker> worker;
-  if (options.replay.empty() && (!options.compile_only || options.arch.empty())) {
-    worker.emplace();
-    DeviceReport report = worker->probe_device();
-    if (report.usable)
-      device = report.device.info();
-    else
-      why_no_gpu = report.reason;
-  }
-  std::string arch;
-  if (!options.arch.empty()) {
-    arch = parse_architecture(options.arch);
-  } else if (device) {
-    arch = parse_architecture(device->arch);
-  } else {
-    arch = "sm_90";
-    if (options.compile_only)
-      notes.push_back(fmt::format("no GPU found ({}); compiling for sm_90 (choose with --arch)",
-                                  why_no_gpu));
-  }
-  const std::filesystem::path database = database_path(options.db);
-  if (!options.replay.empty()) {
-    // Measurements come from a recorded sweep: no GPU, no compilation.
-    DeviceInfo replayed;
-    replayed.name = "replay of " + replay_name(options.replay, database);
-    replayed.arch = arch;
-    run_sweep_and_report(space, options, work, nullptr, replayed, arch, database);
-    return;
-  }
-  if (!options.compile_only) {
-    if (device) {
-      if (device->arch != arch)
-        throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
-                                     "architecture (use --compile-only to compile for another one)",
-                                     arch, device->name, device->arch));
-      run_sweep_and_report(space, options, work, &*worker, *device, arch, database);
-      return;
-    }
-    notes.push_back(fmt::format(
-        "no GPU present ({}): compiling every candidate for {} only; nothing is timed", why_no_gpu,
-        arch));
-  }
-  for (const std::string& note : notes) fmt::print(stderr, "mlatune: {}\n", note);
-
-  // Compiled binaries go into the database, so that a later sweep on a GPU
-  // (or the dispatcher) loads them instead of compiling again.
-  Compiler compiler;
-  StoreBinaryCache binary_cache(database, space.kernel_name(), space.template_hash());
-  CompilePool pool(compiler, options.jobs, binary_cache.hooks());
-  auto start = std::chrono::steady_clock::now();
-  // Everything is queued first so that the pool never idles between shapes;
-  // configs that compile to the same binary (shape variables that are not
-  // compiled in) are compiled once.
-  const std::optional<SearchSpace> restricted = restricted_space(space, options);
-  const SearchSpace& candidates = restricted ? *restricted : space;
-  for (ShapeWork& shape_work : work) {
-    candidates.for_each_valid(shape_work.shape, [&](const Config& config) {
-      CompileRequest request = compile_request(space, config, shape_work.shape, arch);
-      std::string config_text = request.config;
-      shape_work.rows.push_back({std::move(config_text), pool.submit(std::move(request))});
-      return true;
-    });
-  }
-
-  Totals totals;
-  nlohmann::json shapes_json = nlohmann::json::array();
-  for (const ShapeWork& shape_work : work) {
-    if (shape_work.rows.empty()) {
-      std::string culprit = space.most_restrictive_constraint(shape_work.shape);
-      std::string message =
-          fmt::format("no valid config for {}{}", shape_work.shape_text,
-                      culprit.empty() ? "" : fmt::format(" (most restrictive constraint: {})", culprit));
-      if (options.json)
-        shapes_json.push_back({{"shape", shape_work.shape_text}, {"configs", nlohmann::json::array()},
-                               {"note", message}});
-      else
-        fmt::print("\n{}\n", message);
-      continue;
-    }
-    if (options.json) {
-      nlohmann::json configs = nlohmann::json::array();
-      for (const Row& row : shape_work.rows) {
-        const CompileResult& result = row.result.get();
-        ++totals.configs;
-        totals.compile_seconds += result.compile_seconds();
-        if (!result.ok()) ++totals.failed;
-        else {
-          ++totals.compiled;
-          if (result.binary().usage.spills()) ++totals.spilling;
-        }
-        configs.push_back(row_json(row, result));
-      }
-      shapes_json.push_back({{"shape", shape_work.shape_text}, {"configs", std::move(configs)}});
-    } else {
-      print_table(shape_work, totals, space.kernel_name());
-    }
-  }
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CompilePoolStats stats = pool.stats();
-  double rate = wall > 0 ? static_cast<double>(totals.configs) / wall : 0.0;
-
-  if (options.json) {
-    nlohmann::json out;
-    out["space"] = space.file_name();
-    out["kernel"] = space.kernel_name();
-    out["arch"] = arch;
-    out["nvrtc"] = compiler.version();
-    out["device"] = device ? nlohmann::json{{"name", device->name}, {"arch", device->arch},
-                                            {"sm_count", device->sm_count},
-                                            {"memory_bytes", device->memory_bytes},
-                                            {"l2_bytes", device->l2_bytes},
-                                            {"driver_version", device->driver_version}}
-                           : nlohmann::json(nullptr);
-    if (!device) out["no_device_reason"] = why_no_gpu;
-    out["notes"] = notes;
-    out["timed"] = false;
-    out["shapes"] = std::move(shapes_json);
-    out["totals"] = {{"configs", totals.configs},
-                     {"compiled", totals.compiled},
-                     {"failed", totals.failed},
-                     {"spilling", totals.spilling},
-                     {"nvrtc_runs", stats.compiled},
-                     {"reused", stats.memory_hits + stats.external_hits},
-                     {"database", database.string()},
-                     {"threads", pool.threads()},
-                     {"compile_seconds", totals.compile_seconds},
-                     {"wall_seconds", wall},
-                     {"configs_per_second", rate}};
-    fmt::print("{}\n", out.dump(2));
-  } else {
-    fmt::print(
-        "\ntotal: {} configs for {} ({} NVRTC runs, {} reused), {} compiled, {} failed, {} "
-        "spilling\n"
-        "time: {:.2f} s wall on {} threads ({:.2f} s of compilation); {:.1f} configs/s\n"
-        "binaries stored in {}\n",
-        totals.configs, arch, stats.compiled, stats.memory_hits + stats.external_hits,
-        totals.compiled, totals.failed, totals.spilling, wall, pool.threads(),
-        totals.compile_seconds, rate, database.string());
-  }
-  if (totals.configs > 0 && totals.compiled == 0)
-    throw InputError(SourceLocation{space.kernel().path.string()},
-                     "no config compiled; the first failure is shown above");
+/// Parse at the edge: names become enums, the architecture its canonical
+/// form, the database its path.
+TuneSettings settings_from(const TuneOptions& options) {
+  TuneSettings s;
+  s.space_file = options.space_file;
+  s.database = database_path(options.db);
+  s.shapes = options.shapes;
+  s.misses = options.misses;
+  s.compile_only = options.compile_only;
+  if (!options.arch.empty()) s.arch = parse_architecture(options.arch);
+  s.json = options.json;
+  s.quiet = options.quiet;
+  s.replay = options.replay;
+  s.where = options.where;
+  s.jobs = options.jobs;
+  s.max_evals = options.max_evals;
+  s.seed = options.seed;
+  // Compiling alone goes through every config in enumeration order, whatever
+  // the strategy; its name is checked only when it chooses what to measure.
+  if (!options.compile_only) s.strategy = parse_strategy_kind(options.strategy);
+  s.timing.cache = parse_cache_mode(options.cache).value_or(CacheMode::cold);
+  s.timing.budget_ms = options.budget_ms;
+  s.timing.cut_min_samples = options.cut_after;
+  s.cutoff = options.cutoff;
+  return s;
 }
 
 }  // namespace
@@ -658,7 +135,7 @@ void add_tune_commands(CLI::App& app) {
       ->check(CLI::Range(3, 1000));
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(CLI::NonNegativeNumber);
-  tune->callback([options] { run_tune(*options); });
+  tune->callback([options] { run_tune(settings_from(*options)); });
 }
 
 }  // namespace mlatune::cli

@@ -1,5 +1,6 @@
 # mlatune-worker: the process that owns the CUDA context while candidates run
-# (tuner/worker.h).  Its main lives in tuner/worker/, outside the core glob.
+# (tuner/worker/client.h).  Its main is tuner/worker/main.cpp; the rest of
+# tuner/worker/ is in the mlatune_tuner library.
 add_executable(mlatune-worker ${CMAKE_SOURCE_DIR}/tuner/worker/main.cpp)
 target_compile_options(mlatune-worker PRIVATE ${MLATUNE_WARNINGS})
 target_link_libraries(mlatune-worker PRIVATE mlatune_tuner)

@@ -3,21 +3,20 @@
 // understand: an error reply of kind "internal".  It is how a test makes
 // mlatune's own parts disagree, to see that the CLI reports an internal error
 // (exit 3) and not bad input or a broken environment.
-#include <nlohmann/json.hpp>
+#include <cstdint>
+#include <vector>
 
-#include <string>
-
-#include "tuner/worker.h"
+#include "tuner/worker/codec.h"
+#include "tuner/worker/framing.h"
+#include "tuner/worker/messages.h"
 
 int main() {
   // The same descriptors the real worker gets: requests on 3, replies on 4.
   mlatune::MessageReader requests(3);
-  nlohmann::json request;
+  std::vector<std::uint8_t> request;
   while (requests.read(request) == mlatune::MessageReader::Status::message) {
-    const std::string type = request.value("type", std::string("?"));
-    mlatune::write_message(4, nlohmann::json{{"type", "error"},
-                                             {"kind", "internal"},
-                                             {"message", "unknown request '" + type + "'"}});
+    mlatune::ErrorReply reply{mlatune::ErrorReply::Kind::internal, "unknown request", false};
+    mlatune::write_message(4, mlatune::encode_reply(reply));
   }
   return 0;
 }

@@ -16,7 +16,7 @@
 #include "tests/gpu_worker.h"
 #include "core/space.h"
 #include "tuner/support_kernels.h"
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
 
 namespace mlatune {
 namespace {

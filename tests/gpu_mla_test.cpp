@@ -23,7 +23,7 @@
 #include "core/cuda.h"
 #include "tuner/mla_cpu_reference.h"
 #include "core/space.h"
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
 #include "tuner/workload.h"
 
 namespace mlatune {

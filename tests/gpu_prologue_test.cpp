@@ -20,7 +20,7 @@
 #include "tuner/evaluator.h"
 #include "core/space.h"
 #include "tuner/support_kernels.h"
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
 #include "tuner/workload.h"
 
 namespace mlatune {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
 
 namespace mlatune {
 

@@ -2,7 +2,10 @@
 // told (through its test-only request) to crash, hang or exit, so that crash
 // and timeout handling and worker replacement are tested everywhere.
 #include "tests/gpu_worker.h"
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
+#include "tuner/worker/codec.h"
+#include "tuner/worker/framing.h"
+#include "tuner/worker/wire_json.h"
 
 #include <chrono>
 #include <csignal>
@@ -14,6 +17,7 @@ namespace mlatune {
 namespace {
 
 using json = nlohmann::json;
+using namespace wire;  // the JSON values of the wire format, white-box
 using steady = std::chrono::steady_clock;
 
 WorkerOptions test_options() {
@@ -66,20 +70,20 @@ TEST(WorkerFraming, MessagesRoundTripIncludingBinary) {
   candidate.geometry.grid[0] = 64;
   candidate.geometry.block[0] = 256;
   candidate.geometry.shared_bytes = 4096;
-  write_message(pipe.write_end, encode(candidate));
-  write_message(pipe.write_end, json{{"type", "progress"}});
+  write_message(pipe.write_end, json::to_cbor(encode(candidate)));
+  write_message(pipe.write_end, json::to_cbor(json{{"type", "progress"}}));
 
   MessageReader reader(pipe.read_end);
-  json message;
+  std::vector<std::uint8_t> message;
   ASSERT_EQ(reader.read(message, steady::now() + std::chrono::seconds(5)), MessageReader::Status::message);
-  Candidate back = decode_candidate(message);
+  Candidate back = decode_candidate(json::from_cbor(message));
   EXPECT_EQ(back.cubin, candidate.cubin);
   EXPECT_EQ(back.entry, "faults");
   EXPECT_EQ(back.geometry.grid[0], 64);
   EXPECT_EQ(back.geometry.block[0], 256);
   EXPECT_EQ(back.geometry.shared_bytes, 4096);
   ASSERT_EQ(reader.read(message, steady::now() + std::chrono::seconds(5)), MessageReader::Status::message);
-  EXPECT_EQ(message.at("type"), "progress");
+  EXPECT_EQ(json::from_cbor(message).at("type"), "progress");
 }
 
 TEST(WorkerFraming, PrologueAndWorkspaceSizesRoundTrip) {
@@ -135,7 +139,7 @@ TEST(WorkerFraming, CutTimingAndCutoffRoundTrip) {
 TEST(WorkerFraming, TimeoutWhenNothingArrives) {
   Pipe pipe;
   MessageReader reader(pipe.read_end);
-  json message;
+  std::vector<std::uint8_t> message;
   auto start = steady::now();
   EXPECT_EQ(reader.read(message, start + std::chrono::milliseconds(50)), MessageReader::Status::timeout);
   EXPECT_GE(steady::now() - start, std::chrono::milliseconds(50));
@@ -147,7 +151,7 @@ TEST(WorkerFraming, ClosedPipeAndTruncatedFrame) {
     ::close(pipe.write_end);
     pipe.write_end = -1;
     MessageReader reader(pipe.read_end);
-    json message;
+    std::vector<std::uint8_t> message;
     EXPECT_EQ(reader.read(message), MessageReader::Status::closed);
   }
   {
@@ -157,7 +161,7 @@ TEST(WorkerFraming, ClosedPipeAndTruncatedFrame) {
     ::close(pipe.write_end);
     pipe.write_end = -1;
     MessageReader reader(pipe.read_end);
-    json message;
+    std::vector<std::uint8_t> message;
     EXPECT_THROW(reader.read(message), EnvironmentError);
   }
 }
@@ -167,7 +171,7 @@ TEST(WorkerFraming, OversizedLengthIsRejected) {
   const unsigned char huge[] = {0xff, 0xff, 0xff, 0x7f};
   ASSERT_EQ(::write(pipe.write_end, huge, sizeof huge), 4);
   MessageReader reader(pipe.read_end);
-  json message;
+  std::vector<std::uint8_t> message;
   EXPECT_THROW(reader.read(message, steady::now() + std::chrono::seconds(1)), EnvironmentError);
 }
 
@@ -175,7 +179,7 @@ TEST(WorkerFraming, WritingToADeadPeerIsAnErrorNotSigpipe) {
   Pipe pipe;
   ::close(pipe.read_end);
   pipe.read_end = -1;
-  EXPECT_THROW(write_message(pipe.write_end, json{{"type", "quit"}}), EnvironmentError);
+  EXPECT_THROW(write_message(pipe.write_end, encode_request(QuitRequest{})), EnvironmentError);
 }
 
 TEST(Worker, ResultsRoundTripThroughTheWorker) {

@@ -4,7 +4,7 @@
 //
 // The types at the top (ValidationStats, Candidate, EvaluationResult; timing
 // in tuner/timing.h) carry no CUDA and travel between the tuner and the worker
-// process (tuner/worker.h); the Evaluator class itself runs in the worker,
+// process (tuner/worker/client.h); the Evaluator class itself runs in the worker,
 // where a crash cannot take the sweep down.
 #pragma once
 #include <cstdint>

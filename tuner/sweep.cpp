@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <future>
+#include <map>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -11,9 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/store.h"
-#include "tuner/binary_cache.h"
-#include "tuner/compile_pool.h"
-#include "core/compiler.h"
+#include "core/error.h"
 #include "tuner/replay.h"
 
 namespace mlatune {
@@ -24,6 +23,24 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+// ---- where results go ---------------------------------------------------------
+
+/// Config text -> its best median at one shape (nullopt: it did not run
+/// correctly), from earlier runs: what a resumed sweep need not measure again.
+using EarlierResults = std::map<std::string, std::optional<double>>;
+
+/// Where a sweep's results go, and what it resumes from.
+class Journal {
+ public:
+  virtual ~Journal() = default;
+  virtual std::int64_t run_id() const = 0;
+  virtual EarlierResults earlier(const std::string& shape) = 0;
+  virtual void record(const std::string& shape, const CandidateReport& candidate) = 0;
+  /// Fills the best config in the record after this sweep (best_config, best_us).
+  virtual void look_up_best(ShapeReport& report) = 0;
+  virtual void finish(RunStatus status) = 0;
+};
 
 Measurement to_measurement(std::int64_t run_id, const std::string& shape, const CandidateReport& c) {
   Measurement m;
@@ -41,295 +58,350 @@ Measurement to_measurement(std::int64_t run_id, const std::string& shape, const 
   return m;
 }
 
-/// What earlier runs of this kernel version, device and toolchain committed
-/// at one shape: config text -> median (nullopt: it did not run correctly).
-std::map<std::string, std::optional<double>> earlier_results(Store& store, const KernelInfo& kernel,
-                                                             const DeviceInfo& device,
-                                                             const ToolchainInfo& toolchain,
-                                                             const std::string& shape) {
-  std::map<std::string, std::optional<double>> earlier;
-  for (const MeasurementRecord& r : store.measurements({kernel.name, shape})) {
-    if (!(r.kernel == kernel) || !(r.device == device.identity()) || !(r.toolchain == toolchain)) continue;
-    const Measurement& m = r.measurement;
-    std::optional<double> time;
-    if (m.outcome == Outcome::ok && m.timing) time = m.timing->median_us;
-    auto [at, inserted] = earlier.emplace(m.config, time);
-    if (!inserted && time && (!at->second || *time < *at->second)) at->second = time;
+/// One run in the store: every measurement committed as it comes.
+class StoreJournal final : public Journal {
+ public:
+  StoreJournal(const std::filesystem::path& database, const SearchSpace& space,
+               const std::filesystem::path& space_file, const DeviceInfo& device,
+               const SweepOptions& options, const MeasurementSource& source, std::uint64_t seed)
+      : store_(Store::open(database, StoreMode::read_write)),
+        kernel_{space.kernel_name(), space.template_hash(), space.definition_hash()},
+        device_(device),
+        toolchain_(ToolchainInfo::current()) {
+    RunInfo run;
+    run.kernel_id = kernel_id_ = store_.ensure_kernel(kernel_);
+    run.device_id = device_id_ = store_.ensure_device(device_);
+    run.toolchain_id = toolchain_id_ = store_.ensure_toolchain(toolchain_);
+    run.space_path = std::filesystem::absolute(space_file).string();
+    run.space_text = space.text();
+    run.strategy = std::string(to_string(options.strategy));
+    run.strategy_settings = settings_text(options, source, seed);
+    run_id_ = store_.begin_run(run);
   }
-  return earlier;
+
+  std::int64_t run_id() const override { return run_id_; }
+
+  EarlierResults earlier(const std::string& shape) override {
+    EarlierResults earlier;
+    for (const MeasurementRecord& r : store_.measurements({kernel_.name, shape})) {
+      if (!(r.kernel == kernel_) || !(r.device == device_.identity()) || !(r.toolchain == toolchain_)) continue;
+      const Measurement& m = r.measurement;
+      std::optional<double> time;
+      if (m.outcome == Outcome::ok && m.timing) time = m.timing->median_us;
+      auto [at, inserted] = earlier.emplace(m.config, time);
+      if (!inserted && time && (!at->second || *time < *at->second)) at->second = time;
+    }
+    return earlier;
+  }
+
+  void record(const std::string& shape, const CandidateReport& candidate) override {
+    store_.record(to_measurement(run_id_, shape, candidate));
+  }
+
+  void look_up_best(ShapeReport& report) override {
+    if (auto best = store_.best(kernel_id_, device_id_, toolchain_id_, report.shape)) {
+      report.best_config = best->config;
+      report.best_us = best->median_us;
+    }
+  }
+
+  void finish(RunStatus status) override { store_.finish_run(run_id_, status); }
+
+ private:
+  static std::string settings_text(const SweepOptions& options, const MeasurementSource& source,
+                                   std::uint64_t seed) {
+    using nlohmann::json;
+    const std::optional<std::string> origin = source.origin();
+    return json{{"max_evals", options.max_evals ? json(*options.max_evals) : json()},
+                {"seed", seed},
+                {"replay", origin ? json(*origin) : json()},
+                {"cache", std::string(to_string(options.timing.cache))},
+                {"budget_ms", options.timing.budget_ms},
+                {"cutoff", options.cutoff_factor},
+                {"cut_after", options.timing.cut_min_samples},
+                {"retime_top", options.retime_top}}
+        .dump();
+  }
+
+  Store store_;
+  KernelInfo kernel_;
+  DeviceInfo device_;
+  ToolchainInfo toolchain_;
+  std::int64_t kernel_id_ = 0, device_id_ = 0, toolchain_id_ = 0, run_id_ = 0;
+};
+
+/// A compile-only sweep records nothing: its binaries reach the database
+/// through the compile pool's cache, and nothing is skipped as done.
+class NoJournal final : public Journal {
+ public:
+  std::int64_t run_id() const override { return 0; }
+  EarlierResults earlier(const std::string&) override { return {}; }
+  void record(const std::string&, const CandidateReport&) override {}
+  void look_up_best(ShapeReport&) override {}
+  void finish(RunStatus) override {}
+};
+
+// ---- the search loop ------------------------------------------------------------
+
+/// How the loop chooses its candidates.
+struct Plan {
+  /// Offer the space's default config first, so that the sweep can say what
+  /// tuning gained over it; off: the strategy's order alone.
+  bool default_first = true;
+};
+
+/// Proposes, measures and records, shape after shape.
+class Sweep {
+ public:
+  Sweep(const SearchSpace& space, MeasurementSource& source, Journal& journal,
+        const SweepOptions& options, std::uint64_t seed, Plan plan)
+      : space_(space),
+        subspace_(options.candidates ? *options.candidates : space),
+        source_(source),
+        journal_(journal),
+        options_(options),
+        plan_(plan),
+        rng_(seed) {}
+
+  ShapeReport run_shape(const Shape& shape);
+
+ private:
+  /// One shape's search in progress.
+  struct ShapeRun {
+    Shape shape;
+    Clock::time_point start = Clock::now();
+    ShapeReport report;
+    std::uint64_t budget = 0;
+    std::unique_ptr<Strategy> strategy;
+    EarlierResults earlier;
+    std::set<Config> proposed;
+    bool default_offered = false;
+    std::deque<Config> in_flight;  // prepared, not yet measured
+  };
+
+  std::optional<Config> next_config(ShapeRun& run);
+  void refill(ShapeRun& run);
+  std::uint64_t expected_total(const ShapeRun& run) const;
+  void announce(const ShapeRun& run);
+  void measure_next(ShapeRun& run);
+  void tally(ShapeRun& run, const Config& config, CandidateReport c);
+  void retime_fastest(ShapeReport& report);
+  void say(std::string line);
+
+  const SearchSpace& space_;
+  const SearchSpace& subspace_;
+  MeasurementSource& source_;
+  Journal& journal_;
+  const SweepOptions& options_;
+  Plan plan_;
+  std::mt19937_64 rng_;
+  SweepProgress progress_;
+};
+
+void Sweep::say(std::string line) {
+  if (!options_.progress) return;
+  progress_.line = std::move(line);
+  options_.progress(progress_);
+}
+
+ShapeReport Sweep::run_shape(const Shape& shape) {
+  ShapeRun run;
+  run.shape = shape;
+  run.default_offered = !plan_.default_first;
+  run.report.shape = space_.shape_string(shape);
+  run.report.valid_configs = subspace_.count(shape);
+  run.budget = options_.max_evals.value_or(run.report.valid_configs);
+  run.strategy = make_strategy(options_.strategy, subspace_, shape, rng_());
+  run.earlier = journal_.earlier(run.report.shape);
+  refill(run);
+  announce(run);
+  if (run.in_flight.empty()) return std::move(run.report);
+
+  source_.begin_shape(shape, rng_, run.report);
+  while (!run.in_flight.empty()) {
+    measure_next(run);
+    refill(run);
+  }
+  retime_fastest(run.report);
+  journal_.look_up_best(run.report);
+  run.report.wall_s = seconds_since(run.start);
+  return std::move(run.report);
+}
+
+// The next config to evaluate: the space's default first (when the plan says
+// so), then the strategy's proposals.  A config committed by an earlier run
+// is not evaluated again; its result is told to the strategy instead (resume).
+std::optional<Config> Sweep::next_config(ShapeRun& run) {
+  ShapeReport& report = run.report;
+  while (report.planned < run.budget) {
+    std::optional<Config> config;
+    if (!run.default_offered) {
+      run.default_offered = true;
+      if (!subspace_.check(space_.default_config(), run.shape)) continue;
+      config = space_.default_config();
+    } else {
+      config = run.strategy->next();
+    }
+    if (!config) return std::nullopt;
+    if (!run.proposed.insert(*config).second) continue;
+    ++report.planned;
+    auto found = run.earlier.find(space_.config_string(*config));
+    if (found != run.earlier.end()) {
+      ++report.already_measured;
+      run.strategy->observe(*config, found->second);
+      continue;
+    }
+    return config;
+  }
+  return std::nullopt;
+}
+
+void Sweep::refill(ShapeRun& run) {
+  while (run.in_flight.size() < source_.lookahead()) {
+    std::optional<Config> config = next_config(run);
+    if (!config) return;
+    source_.prepare(*config, run.shape);
+    run.in_flight.push_back(std::move(*config));
+  }
+}
+
+// Configs found already measured while refilling shrink what is left.
+std::uint64_t Sweep::expected_total(const ShapeRun& run) const {
+  return std::min<std::uint64_t>(run.budget, run.report.valid_configs) -
+         std::min(run.report.already_measured, run.budget);
+}
+
+void Sweep::announce(const ShapeRun& run) {
+  progress_ = SweepProgress{};
+  progress_.shape = run.report.shape;
+  progress_.total = expected_total(run);
+  say(fmt::format("{}: {} valid configs, strategy {}, budget {}, {} already in the database",
+                  run.report.shape, run.report.valid_configs, to_string(options_.strategy), run.budget,
+                  run.report.already_measured));
+}
+
+void Sweep::measure_next(ShapeRun& run) {
+  Config config = std::move(run.in_flight.front());
+  run.in_flight.pop_front();
+  // The best of this sweep only: an earlier run's times may have been taken
+  // with another cache method.
+  Cutoff cutoff{progress_.best_us.value_or(0.0), options_.cutoff_factor};
+  CandidateReport c = source_.measure(config, run.shape, cutoff, run.report);
+  c.config = space_.config_string(config);
+  journal_.record(run.report.shape, c);
+  run.strategy->observe(config, c.outcome == Outcome::ok && c.timing
+                                    ? std::optional<double>(c.timing->median_us)
+                                    : std::nullopt);
+  tally(run, config, std::move(c));
+}
+
+/// Counts a measured candidate into the shape's report and the progress.
+void Sweep::tally(ShapeRun& run, const Config& config, CandidateReport c) {
+  ShapeReport& report = run.report;
+  ++report.outcomes[c.outcome];
+  const bool ok = c.outcome == Outcome::ok && c.timing;
+  const bool cut = ok && c.timing->cut;
+  if (cut) ++report.cut;
+  ++progress_.done;
+  progress_.total = std::max(progress_.done, expected_total(run));
+  if (c.outcome != Outcome::ok) ++progress_.failures;
+  if (ok && (!progress_.best_us || c.timing->median_us < *progress_.best_us))
+    progress_.best_us = c.timing->median_us;
+  progress_.elapsed_s = seconds_since(run.start);
+  if (config == space_.default_config()) report.default_config = c;
+  say(fmt::format("[{}/{}] {} {} {}", progress_.done, progress_.total, c.config, to_string(c.outcome),
+                  ok ? fmt::format("{:.2f} us{}", c.timing->median_us,
+                                   cut ? fmt::format(" (timing cut after {} launches)", c.timing->count)
+                                       : std::string())
+                     : c.reason.substr(0, c.reason.find('\n'))));
+  report.results.push_back(std::move(c));
+}
+
+// Median over the valid configs, and the fastest few timed again,
+// interleaved, so that drift during the sweep cannot pick the winner.
+void Sweep::retime_fastest(ShapeReport& report) {
+  std::vector<std::size_t> ok;
+  for (std::size_t i = 0; i < report.results.size(); ++i)
+    if (report.results[i].outcome == Outcome::ok && report.results[i].timing) ok.push_back(i);
+  auto median_of_result = [&](std::size_t i) { return report.results[i].timing->median_us; };
+  std::sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) { return median_of_result(a) < median_of_result(b); });
+  if (!ok.empty()) report.median_ok_us = median_of_result(ok[ok.size() / 2]);
+  const std::size_t top = std::min<std::size_t>(ok.size(), static_cast<std::size_t>(std::max(0, options_.retime_top)));
+  if (top == 0) return;
+  std::vector<std::string> fastest;
+  for (std::size_t k = 0; k < top; ++k) fastest.push_back(report.results[ok[k]].config);
+  std::vector<std::optional<TimingStats>> retimed = source_.retime(fastest, options_.retime_rounds, report);
+  for (std::size_t k = 0; k < top && k < retimed.size(); ++k) {
+    if (!retimed[k]) continue;
+    report.retimed.push_back({fastest[k], median_of_result(ok[k]), *retimed[k]});
+  }
+  std::sort(report.retimed.begin(), report.retimed.end(),
+            [](const RetimedCandidate& a, const RetimedCandidate& b) { return a.retimed.median_us < b.retimed.median_us; });
+}
+
+/// Every shape of `options`, through `journal`; the run is marked failed when
+/// anything throws.
+SweepReport sweep_all(const SearchSpace& space, MeasurementSource& source, Journal& journal,
+                      const SweepOptions& options, std::uint64_t seed, Plan plan, Clock::time_point start) {
+  SweepReport report;
+  report.run_id = journal.run_id();
+  report.compile_threads = source.compile_threads();
+  Sweep sweep(space, source, journal, options, seed, plan);
+  try {
+    for (const Shape& shape : options.shapes) report.shapes.push_back(sweep.run_shape(shape));
+  } catch (...) {
+    journal.finish(RunStatus::failed);
+    throw;
+  }
+  journal.finish(RunStatus::finished);
+  source.add_totals(report);
+  report.wall_s = seconds_since(start);
+  return report;
+}
+
+void check_cutoff(const SweepOptions& options) {
+  if (!(options.cutoff_factor == 0 || options.cutoff_factor > 1))
+    throw InputError(fmt::format("cutoff factor {:g}: must be 0 (no early cut) or above 1, so that a "
+                                 "candidate faster than the best is never cut",
+                                 options.cutoff_factor));
 }
 
 }  // namespace
 
 SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& space_file,
+                      const std::filesystem::path& database, MeasurementSource& source,
+                      const DeviceInfo& device, const SweepOptions& options) {
+  const auto start = Clock::now();
+  check_cutoff(options);
+  const std::uint64_t seed = options.seed ? *options.seed : std::random_device{}();
+  StoreJournal journal(database, space, space_file, device, options, source, seed);
+  SweepReport report = sweep_all(space, source, journal, options, seed, Plan{}, start);
+  report.device = device;
+  return report;
+}
+
+SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& space_file,
                       const std::filesystem::path& database, Worker* worker,
                       const DeviceInfo& device, const SweepOptions& options) {
-  const auto sweep_start = Clock::now();
-  SweepProgress progress;
-  auto say = [&](std::string line) {
-    if (!options.progress) return;
-    progress.line = std::move(line);
-    options.progress(progress);
-  };
   if (!worker && !options.replay)
     throw EnvironmentError("run_sweep: neither a GPU worker nor replay data to evaluate with");
-  if (!(options.cutoff_factor == 0 || options.cutoff_factor > 1))
-    throw InputError(fmt::format("cutoff factor {:g}: must be 0 (no early cut) or above 1, so that a "
-                                 "candidate faster than the best is never cut",
-                                 options.cutoff_factor));
+  check_cutoff(options);  // before a source touches the database
+  std::unique_ptr<MeasurementSource> source =
+      options.replay ? replayed_measurements(*options.replay, options.replay_source)
+                     : gpu_measurements(space, space_file, {database, options.arch, options.jobs},
+                                        options.timing, *worker);
+  return run_sweep(space, space_file, database, *source, device, options);
+}
 
-  Store store = Store::open(database, StoreMode::read_write);
-  const KernelInfo kernel{space.kernel_name(), space.template_hash(), space.definition_hash()};
-  const ToolchainInfo toolchain = ToolchainInfo::current();
-  const std::int64_t kernel_id = store.ensure_kernel(kernel);
-  const std::int64_t device_id = store.ensure_device(device);
-  const std::int64_t toolchain_id = store.ensure_toolchain(toolchain);
-
-  std::uint64_t seed = options.seed ? *options.seed : std::random_device{}();
-  std::mt19937_64 rng(seed);
-  RunInfo run_info;
-  run_info.kernel_id = kernel_id;
-  run_info.device_id = device_id;
-  run_info.toolchain_id = toolchain_id;
-  run_info.space_path = std::filesystem::absolute(space_file).string();
-  run_info.space_text = space.text();
-  run_info.strategy = std::string(to_string(options.strategy));
-  run_info.strategy_settings =
-      nlohmann::json{{"max_evals", options.max_evals ? nlohmann::json(*options.max_evals) : nlohmann::json()},
-                     {"seed", seed},
-                     {"replay", options.replay ? nlohmann::json(options.replay_source) : nlohmann::json()},
-                     {"cache", std::string(to_string(options.timing.cache))},
-                     {"budget_ms", options.timing.budget_ms},
-                     {"cutoff", options.cutoff_factor},
-                     {"cut_after", options.timing.cut_min_samples},
-                     {"retime_top", options.retime_top}}
-          .dump();
-  SweepReport report;
-  report.device = device;
-  report.run_id = store.begin_run(run_info);
-
-  Compiler compiler;
-  std::optional<StoreBinaryCache> binary_cache;
-  std::optional<CompilePool> pool;
-  if (!options.replay) {  // replay serves times, it needs no binaries
-    binary_cache.emplace(database, space.kernel_name(), space.template_hash());
-    pool.emplace(compiler, options.jobs, binary_cache->hooks());
-    report.compile_threads = pool->threads();
-  }
-  // Binaries whose NVRTC time was counted: configs that compile to the same
-  // binary (or a shape that reuses one) share one compilation.
-  std::set<std::string> timed_binaries;
-
-  struct Pending {
-    Config config;
-    std::string config_text;
-    std::shared_future<CompileResult> compiled;  // empty in replay
-  };
-
-  try {
-    for (const Shape& shape : options.shapes) {
-      const auto shape_start = Clock::now();
-      ShapeReport shape_report;
-      shape_report.shape = space.shape_string(shape);
-      const SearchSpace& subspace = options.candidates ? *options.candidates : space;
-      shape_report.valid_configs = subspace.count(shape);
-      const std::uint64_t budget = options.max_evals.value_or(shape_report.valid_configs);
-
-      std::unique_ptr<Strategy> strategy = make_strategy(options.strategy, subspace, shape, rng());
-      std::map<std::string, std::optional<double>> earlier =
-          earlier_results(store, kernel, device, toolchain, shape_report.shape);
-      std::set<Config> proposed;
-      bool default_offered = false;
-
-      // The next config to evaluate: the space's default first (so every sweep
-      // can say what tuning gained over it), then the strategy's proposals.
-      // A config committed by an earlier run is not evaluated again; its
-      // result is told to the strategy instead (resume).
-      auto next_config = [&]() -> std::optional<Config> {
-        while (shape_report.planned < budget) {
-          std::optional<Config> config;
-          if (!default_offered) {
-            default_offered = true;
-            if (subspace.check(space.default_config(), shape)) config = space.default_config();
-            else continue;
-          } else {
-            config = strategy->next();
-          }
-          if (!config) return std::nullopt;
-          if (!proposed.insert(*config).second) continue;
-          ++shape_report.planned;
-          auto found = earlier.find(space.config_string(*config));
-          if (found != earlier.end()) {
-            ++shape_report.already_measured;
-            strategy->observe(*config, found->second);
-            continue;
-          }
-          return config;
-        }
-        return std::nullopt;
-      };
-
-      // Keep enough candidates compiling that the GPU never waits for the
-      // compiler when it could be busy; adaptive strategies see results with
-      // at most this lag.
-      const std::size_t window = options.replay ? 1 : std::max<std::size_t>(4, 2 * pool->threads());
-      std::deque<Pending> in_flight;
-      auto refill = [&] {
-        while (in_flight.size() < window) {
-          std::optional<Config> config = next_config();
-          if (!config) return;
-          Pending p{*config, space.config_string(*config), {}};
-          if (pool) p.compiled = pool->submit(compile_request(space, *config, shape, options.arch));
-          in_flight.push_back(std::move(p));
-        }
-      };
-      refill();
-      progress = SweepProgress{};
-      progress.shape = shape_report.shape;
-      progress.total = std::min<std::uint64_t>(budget, shape_report.valid_configs) -
-                       std::min(shape_report.already_measured, budget);
-      say(fmt::format("{}: {} valid configs, strategy {}, budget {}, {} already in the database",
-                      shape_report.shape, shape_report.valid_configs, to_string(options.strategy),
-                      budget, shape_report.already_measured));
-      if (in_flight.empty()) {
-        report.shapes.push_back(std::move(shape_report));
-        continue;
-      }
-
-      if (worker && !options.replay) {
-        WorkloadRequest workload_request;
-        workload_request.space_file = std::filesystem::absolute(space_file);
-        workload_request.shape = shape_report.shape;
-        workload_request.seed = rng();
-        workload_request.timing = options.timing;
-        auto setup_start = Clock::now();
-        shape_report.workload = worker->set_workload(workload_request);
-        shape_report.setup_s = seconds_since(setup_start);
-      }
-
-      std::vector<Candidate> candidates;  // parallel to shape_report.results
-      while (!in_flight.empty()) {
-        Pending p = std::move(in_flight.front());
-        in_flight.pop_front();
-        CandidateReport c;
-        c.config = p.config_text;
-        Candidate candidate;
-        if (options.replay) {
-          c.outcome = options.replay->outcome(shape, p.config);
-          if (auto time = options.replay->time(shape, p.config)) {
-            TimingStats t;
-            t.median_us = t.min_us = t.p90_us = *time;
-            t.count = 1;
-            t.method = "replayed from " + options.replay_source;
-            c.timing = t;
-          } else {
-            c.reason = "replayed from " + options.replay_source;
-          }
-        } else {
-          auto wait_start = Clock::now();
-          const CompileResult& compiled = p.compiled.get();
-          shape_report.compile_wait_s += seconds_since(wait_start);
-          if (timed_binaries.insert(compiled.key().hash).second)
-            shape_report.nvrtc_s += compiled.compile_seconds();
-          LaunchGeometry geometry = space.geometry(p.config, shape);
-          if (!compiled.ok()) {
-            c.outcome = Outcome::compile_error;
-            c.reason = compiled.failure().message;
-          } else if (!geometry.valid()) {
-            c.outcome = Outcome::launch_error;
-            c.reason = "invalid launch geometry: " + geometry.invalid_reason;
-            c.usage = compiled.binary().usage;
-          } else {
-            candidate.label = p.config_text;
-            candidate.cubin = compiled.binary().cubin;
-            describe_launch(space, p.config, shape, candidate);
-            // The best of this sweep only: an earlier run's times may have
-            // been taken with another cache method.
-            Cutoff cutoff{progress.best_us.value_or(0.0), options.cutoff_factor};
-            auto gpu_start = Clock::now();
-            EvaluationResult result = worker->evaluate(candidate, cutoff);
-            shape_report.gpu_s += seconds_since(gpu_start);
-            c.outcome = result.outcome;
-            c.reason = result.reason;
-            c.timing = result.timing;
-            c.validation = result.validation;
-            c.usage = compiled.binary().usage;
-            if (c.outcome != Outcome::ok) candidate.cubin.clear();
-          }
-        }
-        store.record(to_measurement(report.run_id, shape_report.shape, c));
-        strategy->observe(p.config, c.outcome == Outcome::ok && c.timing
-                                        ? std::optional<double>(c.timing->median_us)
-                                        : std::nullopt);
-        ++shape_report.outcomes[c.outcome];
-        const bool cut = c.outcome == Outcome::ok && c.timing && c.timing->cut;
-        if (cut) ++shape_report.cut;
-        ++progress.done;
-        // Configs found already measured while refilling shrink what is left.
-        progress.total = std::max(progress.done, std::min<std::uint64_t>(budget, shape_report.valid_configs) -
-                                                     std::min(shape_report.already_measured, budget));
-        if (c.outcome != Outcome::ok) ++progress.failures;
-        if (c.outcome == Outcome::ok && c.timing && (!progress.best_us || c.timing->median_us < *progress.best_us))
-          progress.best_us = c.timing->median_us;
-        progress.elapsed_s = seconds_since(shape_start);
-        if (p.config == space.default_config()) shape_report.default_config = c;
-        say(fmt::format("[{}/{}] {} {} {}", progress.done, progress.total, c.config, to_string(c.outcome),
-                        c.timing && c.outcome == Outcome::ok
-                            ? fmt::format("{:.2f} us{}", c.timing->median_us,
-                                          cut ? fmt::format(" (timing cut after {} launches)", c.timing->count)
-                                              : std::string())
-                            : c.reason.substr(0, c.reason.find('\n'))));
-        shape_report.results.push_back(std::move(c));
-        candidates.push_back(std::move(candidate));
-        refill();
-      }
-
-      // Median over the valid configs, and the fastest few timed again,
-      // interleaved, so that drift during the sweep cannot pick the winner.
-      std::vector<std::size_t> ok;
-      for (std::size_t i = 0; i < shape_report.results.size(); ++i)
-        if (shape_report.results[i].outcome == Outcome::ok) ok.push_back(i);
-      std::sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) {
-        return shape_report.results[a].timing->median_us < shape_report.results[b].timing->median_us;
-      });
-      if (!ok.empty()) shape_report.median_ok_us = shape_report.results[ok[ok.size() / 2]].timing->median_us;
-      std::size_t top = std::min<std::size_t>(ok.size(), static_cast<std::size_t>(std::max(0, options.retime_top)));
-      if (top > 0 && worker && !options.replay) {
-        std::vector<Candidate> again;
-        for (std::size_t k = 0; k < top; ++k) again.push_back(candidates[ok[k]]);
-        auto gpu_start = Clock::now();
-        std::vector<std::optional<TimingStats>> retimed = worker->retime(again, options.retime_rounds);
-        shape_report.gpu_s += seconds_since(gpu_start);
-        for (std::size_t k = 0; k < top; ++k) {
-          if (!retimed[k]) continue;
-          const CandidateReport& c = shape_report.results[ok[k]];
-          shape_report.retimed.push_back({c.config, c.timing->median_us, *retimed[k]});
-        }
-        std::sort(shape_report.retimed.begin(), shape_report.retimed.end(),
-                  [](const RetimedCandidate& a, const RetimedCandidate& b) {
-                    return a.retimed.median_us < b.retimed.median_us;
-                  });
-      }
-      if (auto best = store.best(kernel_id, device_id, toolchain_id, shape_report.shape)) {
-        shape_report.best_config = best->config;
-        shape_report.best_us = best->median_us;
-      }
-      shape_report.wall_s = seconds_since(shape_start);
-      report.shapes.push_back(std::move(shape_report));
-    }
-  } catch (...) {
-    store.finish_run(report.run_id, RunStatus::failed);
-    throw;
-  }
-  store.finish_run(report.run_id, RunStatus::finished);
-  if (pool) {
-    CompilePoolStats stats = pool->stats();
-    report.nvrtc_runs = stats.compiled;
-    report.binaries_reused = stats.memory_hits + stats.external_hits;
-  }
-  report.worker_replacements = worker ? worker->replacements() : 0;
-  report.wall_s = seconds_since(sweep_start);
-  return report;
+SweepReport run_compile_sweep(const SearchSpace& space, const std::filesystem::path& database,
+                              const SweepOptions& options) {
+  const auto start = Clock::now();
+  SweepOptions every_config = options;
+  every_config.strategy = parse_strategy_kind("brute_force");  // enumeration order
+  every_config.max_evals.reset();
+  std::unique_ptr<MeasurementSource> source = compiled_only(space, {database, options.arch, options.jobs});
+  NoJournal journal;
+  return sweep_all(space, *source, journal, every_config, 0, Plan{.default_first = false}, start);
 }
 
 SweepTotals sweep_totals(const SweepReport& report) {

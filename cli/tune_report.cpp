@@ -1,0 +1,369 @@
+#include "cli/tune_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace mlatune::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string percent(int n, std::size_t total) {
+  return total ? fmt::format("{:.0f}%", 100.0 * n / static_cast<double>(total)) : "-";
+}
+
+json timing_json(const TimingStats& t) {
+  return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us},
+          {"spread", t.spread},       {"count", t.count},   {"stable", t.stable},
+          {"cut", t.cut},             {"method", t.method}};
+}
+
+json optional_json(const std::optional<double>& value) { return value ? json(*value) : json(nullptr); }
+
+std::string rate_text(const std::optional<double>& rate) {
+  return rate ? fmt::format("{:.1f} configs/s", *rate) : std::string("- configs/s");
+}
+
+double configs_per_second(const ShapeReport& s) {
+  return s.wall_s > 0 ? static_cast<double>(s.results.size()) / s.wall_s : 0.0;
+}
+
+// ---- a sweep ------------------------------------------------------------------
+
+/// Where a sweep's time went, as the --json summary gives it.
+json totals_json(const SweepTotals& t) {
+  return {{"evaluated", t.evaluated},
+          {"cut", t.cut},
+          {"wall_seconds", t.wall_s},
+          {"configs_per_second", optional_json(t.configs_per_s)},
+          {"gpu_seconds", t.gpu_s},
+          {"gpu_busy_fraction", optional_json(t.gpu_busy_fraction)},
+          {"compile_wait_seconds", t.compile_wait_s},
+          {"setup_seconds", t.setup_s},
+          {"other_seconds", t.other_s},
+          {"nvrtc_seconds", t.nvrtc_s},
+          {"compile_threads", t.compile_threads},
+          {"gpu_limit_configs_per_second", optional_json(t.gpu_limit_configs_per_s)},
+          {"compile_limit_configs_per_second", optional_json(t.compile_limit_configs_per_s)}};
+}
+
+json shape_json(const ShapeReport& s) {
+  json j;
+  j["shape"] = s.shape;
+  j["valid_configs"] = s.valid_configs;
+  j["planned"] = s.planned;
+  j["already_measured"] = s.already_measured;
+  j["evaluated"] = s.results.size();
+  json counts = json::object();
+  for (const auto& [outcome, n] : s.outcomes) counts[std::string(to_string(outcome))] = n;
+  j["outcomes"] = counts;
+  json fastest = json::array();
+  for (const RetimedCandidate& r : s.retimed)
+    fastest.push_back({{"config", r.config}, {"sweep_median_us", r.first_median_us},
+                       {"retimed", timing_json(r.retimed)}});
+  j["fastest"] = fastest;
+  if (s.best_config) j["best"] = {{"config", *s.best_config}, {"median_us", *s.best_us}};
+  if (s.default_config && s.default_config->timing) j["default_median_us"] = s.default_config->timing->median_us;
+  if (s.median_ok_us) j["median_ok_us"] = *s.median_ok_us;
+  j["reference_us"] = s.workload.reference_us;
+  j["floor"] = timing_json(s.workload.floor);
+  j["seed"] = s.workload.seed;
+  j["wall_seconds"] = s.wall_s;
+  j["gpu_seconds"] = s.gpu_s;
+  j["compile_wait_seconds"] = s.compile_wait_s;
+  j["setup_seconds"] = s.setup_s;
+  j["nvrtc_seconds"] = s.nvrtc_s;
+  j["cut"] = s.cut;
+  j["configs_per_second"] = s.wall_s > 0 ? json(configs_per_second(s)) : json(nullptr);
+  return j;
+}
+
+/// What was evaluated at a shape, and where its time went.
+void print_shape_counts(const ShapeReport& s, const SweepSummary& summary) {
+  std::string counts;
+  for (const auto& [outcome, n] : s.outcomes)
+    counts += fmt::format("{}{} {} ({})", counts.empty() ? "" : ", ", to_string(outcome), n,
+                          percent(n, s.results.size()));
+  fmt::print("  outcomes: {}\n", counts);
+  if (summary.replayed) {
+    fmt::print("  time: {:.1f} s wall (replayed: no GPU, no compilation); {:.1f} configs/s\n", s.wall_s,
+               configs_per_second(s));
+  } else {
+    fmt::print("  reference kernel {:.1f} us; empty-kernel floor {:.2f} us ({}); input seed {}\n",
+               s.workload.reference_us, s.workload.floor.median_us, s.workload.floor.method, s.workload.seed);
+    fmt::print("  time: {:.1f} s wall, {:.1f} s on the GPU worker, {:.1f} s waiting for compilation, "
+               "{:.1f} s workload setup; {:.1f} s of NVRTC on the compile threads; {:.1f} configs/s\n",
+               s.wall_s, s.gpu_s, s.compile_wait_s, s.setup_s, s.nvrtc_s, configs_per_second(s));
+  }
+  if (s.cut > 0)
+    fmt::print("  early cut: {} of {} ok configs timed with fewer launches, their median past {:g}x "
+               "the best so far\n",
+               s.cut, s.outcomes.count(Outcome::ok) ? s.outcomes.at(Outcome::ok) : 0, summary.cutoff_factor);
+}
+
+/// The winner, and what tuning gained over the default and the median config.
+void print_shape_best(const ShapeReport& s, const SweepSummary& summary) {
+  if (!s.best_config) {
+    fmt::print("  no valid config measured at this shape\n");
+    return;
+  }
+  fmt::print("  best in the database: {:.2f} {}  {}\n", *s.best_us, summary.replayed ? "us (replayed)" : "us",
+             *s.best_config);
+  if (s.default_config && s.default_config->timing && s.default_config->outcome == Outcome::ok)
+    fmt::print("  speedup over the space's default config ({:.2f} us): {:.2f}x\n",
+               s.default_config->timing->median_us, s.default_config->timing->median_us / *s.best_us);
+  else if (s.default_config)
+    fmt::print("  the space's default config: {}\n", to_string(s.default_config->outcome));
+  if (s.median_ok_us)
+    fmt::print("  speedup over the median valid config ({:.2f} us): {:.2f}x\n", *s.median_ok_us,
+               *s.median_ok_us / *s.best_us);
+}
+
+void print_shape_text(const ShapeReport& s, const SweepSummary& summary) {
+  fmt::print("\n{} at {} on {}\n", summary.kernel, s.shape, summary.device.name);
+  fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now\n",
+             s.valid_configs, s.planned, s.already_measured, s.results.size());
+  if (!s.results.empty()) print_shape_counts(s, summary);
+  if (!s.retimed.empty()) {
+    fmt::print("  fastest, timed again interleaved (median us; min; p90; sweep median):\n");
+    for (const RetimedCandidate& r : s.retimed)
+      fmt::print("    {:9.2f}  {:9.2f}  {:9.2f}  {:9.2f}  {}\n", r.retimed.median_us, r.retimed.min_us,
+                 r.retimed.p90_us, r.first_median_us, r.config);
+  }
+  print_shape_best(s, summary);
+}
+
+// ---- a compile-only run ---------------------------------------------------------
+
+std::string first_error_line(const std::string& log) {
+  std::size_t at = log.find("error");
+  std::size_t start = at == std::string::npos ? 0 : log.rfind('\n', at);
+  start = (start == std::string::npos || at == std::string::npos) ? 0 : start + 1;
+  std::size_t end = log.find('\n', start);
+  std::string line = log.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  return line.empty() ? std::string("(empty log)") : line;
+}
+
+bool compiled(const CandidateReport& c) { return c.outcome != Outcome::compile_error; }
+bool spills(const CandidateReport& c) { return compiled(c) && c.usage && c.usage->spills(); }
+double compile_ms(const CandidateReport& c) { return c.compile ? c.compile->seconds * 1e3 : 0.0; }
+
+std::string status_of(const CandidateReport& c) {
+  if (!compiled(c)) return "FAILED: " + first_error_line(c.compile ? c.compile->log : c.reason);
+  return spills(c) ? "spills" : "ok";
+}
+
+json row_json(const CandidateReport& c) {
+  json j;
+  j["config"] = c.config;
+  j["status"] = compiled(c) ? (spills(c) ? "spills" : "ok") : "failed";
+  j["compile_ms"] = compile_ms(c);
+  if (c.compile) {
+    j["key"] = c.compile->key;
+    j["options"] = c.compile->options;
+  }
+  if (compiled(c) && c.usage) {
+    const ResourceUsage& u = *c.usage;
+    j["registers"] = u.registers;
+    j["spill_store_bytes"] = u.spill_store_bytes;
+    j["spill_load_bytes"] = u.spill_load_bytes;
+    j["stack_frame_bytes"] = u.stack_frame_bytes;
+    j["shared_bytes"] = u.shared_bytes;
+    j["barriers"] = u.barriers;
+    j["cubin_bytes"] = c.compile ? c.compile->cubin_bytes : 0;
+  } else {
+    j["error"] = c.reason;
+  }
+  return j;
+}
+
+/// "no valid config for N=16 (most restrictive constraint: ...)".
+std::string no_config_note(const CompileSummaryContext& context, std::size_t shape_index,
+                           const std::string& shape_text) {
+  std::string culprit = context.space->most_restrictive_constraint(context.shapes.at(shape_index));
+  return fmt::format("no valid config for {}{}", shape_text,
+                     culprit.empty() ? "" : fmt::format(" (most restrictive constraint: {})", culprit));
+}
+
+void print_compile_table(const ShapeReport& s, const std::string& kernel) {
+  std::size_t width = 6;
+  for (const CandidateReport& c : s.results) width = std::max(width, c.config.size());
+  fmt::print("\n{} at {}: {} valid configs\n", kernel, s.shape, s.results.size());
+  fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}  {}\n", "config", width, "regs", "spill st",
+             "spill ld", "stack", "smem", "compile", "status");
+  fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}\n", "", width, "", "bytes", "bytes", "bytes",
+             "bytes", "ms");
+  const CandidateReport* first_failure = nullptr;
+  for (const CandidateReport& c : s.results) {
+    if (compiled(c) && c.usage) {
+      const ResourceUsage& u = *c.usage;
+      fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8.0f}  {}\n", c.config, width, u.registers,
+                 u.spill_store_bytes, u.spill_load_bytes, u.stack_frame_bytes, u.shared_bytes, compile_ms(c),
+                 status_of(c));
+    } else {
+      if (!first_failure) first_failure = &c;
+      fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8.0f}  {}\n", c.config, width, "-", "-", "-",
+                 "-", "-", compile_ms(c), status_of(c));
+    }
+  }
+  if (first_failure) fmt::print(stderr, "\nfirst compile failure at {}:\n{}\n", s.shape, first_failure->reason);
+}
+
+double compile_rate(const SweepReport& report, const CompileTotals& totals) {
+  return report.wall_s > 0 ? static_cast<double>(totals.configs) / report.wall_s : 0.0;
+}
+
+json device_json(const std::optional<DeviceInfo>& device) {
+  if (!device) return json(nullptr);
+  return {{"name", device->name},         {"arch", device->arch},
+          {"sm_count", device->sm_count}, {"memory_bytes", device->memory_bytes},
+          {"l2_bytes", device->l2_bytes}, {"driver_version", device->driver_version}};
+}
+
+}  // namespace
+
+void print_sweep_json(const SweepReport& report, const SweepSummary& summary) {
+  json out;
+  out["kernel"] = summary.kernel;
+  out["device"] = {{"name", summary.device.name}, {"arch", summary.device.arch},
+                   {"sm_count", summary.device.sm_count}};
+  out["database"] = summary.database.string();
+  out["run_id"] = report.run_id;
+  out["wall_seconds"] = report.wall_s;
+  out["nvrtc_runs"] = report.nvrtc_runs;
+  out["binaries_reused"] = report.binaries_reused;
+  out["worker_replacements"] = report.worker_replacements;
+  out["cutoff_factor"] = summary.cutoff_factor;
+  out["cut_after"] = summary.cut_after;
+  out["budget_ms"] = summary.budget_ms;
+  out["totals"] = totals_json(sweep_totals(report));
+  json shapes = json::array();
+  for (const ShapeReport& s : report.shapes) shapes.push_back(shape_json(s));
+  out["shapes"] = std::move(shapes);
+  fmt::print("{}\n", out.dump(2));
+}
+
+void print_sweep_text(const SweepReport& report, const SweepSummary& summary) {
+  for (const ShapeReport& s : report.shapes) print_shape_text(s, summary);
+  const SweepTotals totals = sweep_totals(report);
+  fmt::print("\nsweep: {} configs in {:.1f} s wall: {}; {} cut early; {} worker replacements; run {} in {}\n",
+             totals.evaluated, totals.wall_s, rate_text(totals.configs_per_s), totals.cut,
+             report.worker_replacements, report.run_id, summary.database.string());
+  if (summary.replayed) return;
+  fmt::print("  GPU worker: {:.1f} s busy ({:.0f}% of wall; alone it would allow {}); {:.1f} s waiting for "
+             "compilation, {:.1f} s workload setup, {:.1f} s other\n",
+             totals.gpu_s, 100.0 * totals.gpu_busy_fraction.value_or(0.0),
+             rate_text(totals.gpu_limit_configs_per_s), totals.compile_wait_s, totals.setup_s, totals.other_s);
+  fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} threads (alone it would allow {}); "
+             "{} binaries reused\n",
+             totals.nvrtc_s, report.nvrtc_runs, totals.compile_threads,
+             rate_text(totals.compile_limit_configs_per_s), report.binaries_reused);
+}
+
+CompileTotals compile_totals(const SweepReport& report) {
+  CompileTotals totals;
+  for (const ShapeReport& s : report.shapes) {
+    for (const CandidateReport& c : s.results) {
+      ++totals.configs;
+      totals.compile_seconds += c.compile ? c.compile->seconds : 0.0;
+      if (!compiled(c)) {
+        ++totals.failed;
+        continue;
+      }
+      ++totals.compiled;
+      if (spills(c)) ++totals.spilling;
+    }
+  }
+  return totals;
+}
+
+void print_compile_text(const SweepReport& report, const CompileSummaryContext& context) {
+  for (std::size_t i = 0; i < report.shapes.size(); ++i) {
+    const ShapeReport& s = report.shapes[i];
+    if (s.results.empty())
+      fmt::print("\n{}\n", no_config_note(context, i, s.shape));
+    else
+      print_compile_table(s, context.space->kernel_name());
+  }
+  const CompileTotals totals = compile_totals(report);
+  fmt::print(
+      "\ntotal: {} configs for {} ({} NVRTC runs, {} reused), {} compiled, {} failed, {} "
+      "spilling\n"
+      "time: {:.2f} s wall on {} threads ({:.2f} s of compilation); {:.1f} configs/s\n"
+      "binaries stored in {}\n",
+      totals.configs, context.arch, report.nvrtc_runs, report.binaries_reused, totals.compiled, totals.failed,
+      totals.spilling, report.wall_s, report.compile_threads, totals.compile_seconds,
+      compile_rate(report, totals), context.database.string());
+}
+
+void print_compile_json(const SweepReport& report, const CompileSummaryContext& context) {
+  json shapes = json::array();
+  for (std::size_t i = 0; i < report.shapes.size(); ++i) {
+    const ShapeReport& s = report.shapes[i];
+    if (s.results.empty()) {
+      shapes.push_back({{"shape", s.shape}, {"configs", json::array()}, {"note", no_config_note(context, i, s.shape)}});
+      continue;
+    }
+    json configs = json::array();
+    for (const CandidateReport& c : s.results) configs.push_back(row_json(c));
+    shapes.push_back({{"shape", s.shape}, {"configs", std::move(configs)}});
+  }
+  const CompileTotals totals = compile_totals(report);
+  json out;
+  out["space"] = context.space->file_name();
+  out["kernel"] = context.space->kernel_name();
+  out["arch"] = context.arch;
+  out["nvrtc"] = context.nvrtc_version;
+  out["device"] = device_json(context.device);
+  if (!context.device) out["no_device_reason"] = context.no_device_reason;
+  out["notes"] = context.notes;
+  out["timed"] = false;
+  out["shapes"] = std::move(shapes);
+  out["totals"] = {{"configs", totals.configs},
+                   {"compiled", totals.compiled},
+                   {"failed", totals.failed},
+                   {"spilling", totals.spilling},
+                   {"nvrtc_runs", report.nvrtc_runs},
+                   {"reused", report.binaries_reused},
+                   {"database", context.database.string()},
+                   {"threads", report.compile_threads},
+                   {"compile_seconds", totals.compile_seconds},
+                   {"wall_seconds", report.wall_s},
+                   {"configs_per_second", compile_rate(report, totals)}};
+  fmt::print("{}\n", out.dump(2));
+}
+
+void ProgressPrinter::update(const SweepProgress& p) {
+  if (!terminal_) {
+    fmt::print(stderr, "{}\n", p.line);
+    return;
+  }
+  auto now = std::chrono::steady_clock::now();
+  bool last = p.done >= p.total;
+  if (p.shape != shape_) {
+    finish();
+    shape_ = p.shape;
+  } else if (!last && now - drawn_ < std::chrono::milliseconds(100)) {
+    return;
+  }
+  drawn_ = now;
+  double rate = p.elapsed_s > 0 ? static_cast<double>(p.done) / p.elapsed_s : 0.0;
+  double eta = rate > 0 ? static_cast<double>(p.total - std::min(p.done, p.total)) / rate : 0.0;
+  constexpr int width = 30;
+  int filled = p.total ? static_cast<int>(width * std::min(1.0, static_cast<double>(p.done) / p.total)) : 0;
+  fmt::print(stderr, "\r{} [{}{}] {}/{}  failures {}  best {}  {:.1f}/s  ETA {:d}:{:02d} \x1b[K", shape_,
+             std::string(filled, '#'), std::string(width - filled, '.'), p.done, p.total, p.failures,
+             p.best_us ? fmt::format("{:.2f} us", *p.best_us) : std::string("-"), rate,
+             static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+  open_ = true;
+}
+
+void ProgressPrinter::finish() {
+  if (open_) fmt::print(stderr, "\n");
+  open_ = false;
+}
+
+}  // namespace mlatune::cli

@@ -1,0 +1,77 @@
+// What `mlatune tune` prints: the summaries of a sweep and of a compile-only
+// run, for people (stdout, diagnostics on stderr) and as JSON (--json), and
+// the progress bar.  The sweep produces values (tuner/sweep_report.h); these
+// only format them.
+#pragma once
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/space.h"
+#include "tuner/sweep_report.h"
+
+namespace mlatune::cli {
+
+/// What a sweep's summary says besides the report itself.
+struct SweepSummary {
+  std::string kernel;
+  DeviceInfo device;
+  std::filesystem::path database;
+  bool replayed = false;   // times come from a recorded sweep
+  double cutoff_factor = 0;
+  int cut_after = 0;
+  double budget_ms = 0;
+};
+
+void print_sweep_text(const SweepReport& report, const SweepSummary& summary);
+void print_sweep_json(const SweepReport& report, const SweepSummary& summary);
+
+/// What a compile-only summary says besides the report itself.
+struct CompileSummaryContext {
+  const SearchSpace* space = nullptr;
+  std::vector<Shape> shapes;            // parallel to the report's shapes
+  std::string arch;
+  std::string nvrtc_version;
+  std::optional<DeviceInfo> device;     // the GPU, when one was found
+  std::string no_device_reason;
+  std::vector<std::string> notes;
+  std::filesystem::path database;
+};
+
+/// Counts over a compile-only report's candidates.
+struct CompileTotals {
+  std::uint64_t configs = 0;
+  std::uint64_t compiled = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t spilling = 0;
+  double compile_seconds = 0;  // sum over configs (CPU time of the compilations)
+};
+
+CompileTotals compile_totals(const SweepReport& report);
+
+/// One table per shape on stdout, the first compile failure of each shape on
+/// stderr, then the totals.
+void print_compile_text(const SweepReport& report, const CompileSummaryContext& context);
+void print_compile_json(const SweepReport& report, const CompileSummaryContext& context);
+
+/// Progress on stderr: on a terminal one bar, redrawn at most ten times a
+/// second (done/total, failures, best so far, rate, ETA); elsewhere one plain
+/// line per event.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool terminal) : terminal_(terminal) {}
+  void update(const SweepProgress& p);
+  /// Ends the bar's line, if one is open.
+  void finish();
+
+ private:
+  bool terminal_;
+  bool open_ = false;
+  std::string shape_;
+  std::chrono::steady_clock::time_point drawn_{};
+};
+
+}  // namespace mlatune::cli

@@ -1,0 +1,239 @@
+// mlatune tune, once its options are parsed (cli/tune_settings.h): which
+// shapes, whether a GPU is there, and then one sweep (tuner/sweep.h) whose
+// measurements come from the GPU worker, a recorded sweep (--replay), or
+// compilation alone (--compile-only, or no GPU); then its summary
+// (cli/tune_report.h).
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cache/store.h"
+#include "cli/tune_report.h"
+#include "cli/tune_settings.h"
+#include "core/compiler.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/space.h"
+#include "tuner/measurement_source.h"
+#include "tuner/replay.h"
+#include "tuner/sweep.h"
+#include "tuner/worker/client.h"
+
+namespace mlatune::cli {
+namespace {
+
+// ---- shapes ---------------------------------------------------------------------
+
+/// The shapes the dispatcher was asked for and had no tuned entry for.
+std::vector<Shape> missed_shapes(const SearchSpace& space, const TuneSettings& settings) {
+  if (!settings.shapes.empty()) throw InputError("give either --misses or --shape, not both");
+  std::vector<Shape> shapes;
+  std::set<std::string> seen;
+  Store store = Store::open(settings.database, StoreMode::read_only);
+  for (const MissRecord& miss : store.misses())
+    if (miss.kernel_name == space.kernel_name() && seen.insert(miss.shape).second)
+      shapes.push_back(space.parse_shape(miss.shape));
+  return shapes;
+}
+
+/// The shapes to tune; nullopt when --misses found none (and said so).
+std::optional<std::vector<Shape>> shapes_to_tune(const SearchSpace& space, const TuneSettings& settings) {
+  std::vector<Shape> shapes;
+  if (settings.misses) {
+    shapes = missed_shapes(space, settings);
+    if (shapes.empty()) {
+      fmt::print("no untuned shapes of {} were asked for at run time (no misses in {})\n", space.kernel_name(),
+                 settings.database.string());
+      return std::nullopt;
+    }
+  } else if (settings.shapes.empty()) {
+    shapes = space.default_shapes();
+  } else {
+    for (const std::string& text : settings.shapes) shapes.push_back(space.parse_shape(text));
+  }
+  if (shapes.empty())
+    throw InputError(SourceLocation{space.file_name()}, "the space has no default shapes; give one with --shape");
+  return shapes;
+}
+
+// ---- replay ---------------------------------------------------------------------
+
+bool is_run_id(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+std::string replay_name(const std::string& replay, const std::filesystem::path& database) {
+  if (is_run_id(replay)) return fmt::format("run {} of {}", replay, database.filename().string());
+  return std::filesystem::path(replay).filename().string();
+}
+
+std::string csv_quoted(const std::string& field) {
+  std::string out = "\"";
+  for (char c : field) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+/// Replay data from a CSV file, or (an integer) from a run in the database:
+/// the run's measurements go through the same reader as a CSV export.
+ReplayData load_replay(const std::string& replay, const std::filesystem::path& database,
+                       const SearchSpace& space) {
+  if (!is_run_id(replay)) return ReplayData::load(replay, space);
+  Store store = Store::open(database, StoreMode::read_only);
+  std::string uuid;
+  for (const RunRecord& run : store.runs())
+    if (std::to_string(run.id) == replay) uuid = run.uuid;
+  if (uuid.empty())
+    throw InputError(fmt::format("--replay {}: no run {} in {} (see `mlatune cache show`)", replay, replay,
+                                 database.string()));
+  std::string csv = "shape,config,outcome,median_us\n";
+  for (const MeasurementRecord& r : store.measurements({space.kernel_name(), ""})) {
+    if (r.run_uuid != uuid) continue;
+    const Measurement& m = r.measurement;
+    csv += fmt::format("{},{},{},{}\n", csv_quoted(m.shape), csv_quoted(m.config), to_string(m.outcome),
+                       m.timing ? fmt::format("{}", m.timing->median_us) : std::string());
+  }
+  return ReplayData::parse(csv, replay_name(replay, database), space);
+}
+
+// ---- one sweep ------------------------------------------------------------------
+
+/// The space with `--where` constraints added, or nothing when there are none.
+std::optional<SearchSpace> restricted_space(const SearchSpace& space, const TuneSettings& settings) {
+  if (settings.where.empty()) return std::nullopt;
+  return space.restrict(settings.where);
+}
+
+SweepOptions sweep_options(const TuneSettings& settings, std::vector<Shape> shapes, const std::string& arch) {
+  SweepOptions sweep;
+  sweep.shapes = std::move(shapes);
+  sweep.arch = arch;
+  sweep.jobs = settings.jobs;
+  sweep.strategy = settings.strategy;
+  sweep.max_evals = settings.max_evals;
+  sweep.seed = settings.seed;
+  sweep.timing = settings.timing;
+  sweep.cutoff_factor = settings.cutoff;
+  return sweep;
+}
+
+/// Runs a measuring sweep (on the GPU or replayed) and prints its summary.
+void sweep_and_report(const SearchSpace& space, const TuneSettings& settings, SweepOptions sweep,
+                      MeasurementSource& source, const DeviceInfo& device, bool replayed) {
+  const std::optional<SearchSpace> candidates = restricted_space(space, settings);
+  if (candidates) sweep.candidates = &*candidates;
+  std::optional<ProgressPrinter> printer;
+  if (!settings.quiet && !settings.json) {
+    printer.emplace(::isatty(STDERR_FILENO) == 1);
+    sweep.progress = [&printer](const SweepProgress& p) { printer->update(p); };
+  }
+  fmt::print(stderr, "mlatune: tuning {} on {} ({}, {} SMs) into {}\n", space.kernel_name(), device.name,
+             device.arch, device.sm_count, settings.database.string());
+  SweepReport report = run_sweep(space, settings.space_file, settings.database, source, device, sweep);
+  if (printer) printer->finish();
+  const SweepSummary summary{space.kernel_name(), device,         settings.database,        replayed,
+                             settings.cutoff,     settings.timing.cut_min_samples, settings.timing.budget_ms};
+  if (settings.json)
+    print_sweep_json(report, summary);
+  else
+    print_sweep_text(report, summary);
+}
+
+/// Measurements from a recorded sweep: no GPU, no compilation.
+void replay_sweep(const SearchSpace& space, const TuneSettings& settings, std::vector<Shape> shapes) {
+  const std::string arch = settings.arch.empty() ? "sm_90" : settings.arch;
+  ReplayData data = load_replay(settings.replay, settings.database, space);
+  const std::string name = replay_name(settings.replay, settings.database);
+  DeviceInfo replayed;
+  replayed.name = "replay of " + name;
+  replayed.arch = arch;
+  std::unique_ptr<MeasurementSource> source = replayed_measurements(data, name);
+  sweep_and_report(space, settings, sweep_options(settings, std::move(shapes), arch), *source, replayed, true);
+}
+
+/// Whether a GPU is there, as a worker process sees it: the tuner never
+/// initializes CUDA itself (a crashing candidate can only take the worker down).
+struct GpuCheck {
+  std::unique_ptr<Worker> worker;
+  std::optional<DeviceInfo> device;
+  std::string why_not;
+};
+
+GpuCheck check_gpu(const TuneSettings& settings) {
+  GpuCheck gpu;
+  // Compiling for a given architecture needs no GPU: do not even ask.
+  if (settings.compile_only && !settings.arch.empty()) return gpu;
+  gpu.worker = std::make_unique<Worker>();
+  DeviceReport report = gpu.worker->probe_device();
+  if (report.usable)
+    gpu.device = report.device.info();
+  else
+    gpu.why_not = report.reason;
+  return gpu;
+}
+
+/// Compiles every candidate, prints resources; InputError when none compiled.
+void compile_and_report(const SearchSpace& space, const TuneSettings& settings, std::vector<Shape> shapes,
+                        const std::string& arch, const GpuCheck& gpu, std::vector<std::string> notes) {
+  for (const std::string& note : notes) fmt::print(stderr, "mlatune: {}\n", note);
+  const std::optional<SearchSpace> candidates = restricted_space(space, settings);
+  SweepOptions sweep = sweep_options(settings, shapes, arch);
+  if (candidates) sweep.candidates = &*candidates;
+  SweepReport report = run_compile_sweep(space, settings.database, sweep);
+  CompileSummaryContext context{&space, std::move(shapes), arch,          nvrtc_version(),
+                                gpu.device, gpu.why_not,   std::move(notes), settings.database};
+  if (settings.json)
+    print_compile_json(report, context);
+  else
+    print_compile_text(report, context);
+  const CompileTotals totals = compile_totals(report);
+  if (totals.configs > 0 && totals.compiled == 0)
+    throw InputError(SourceLocation{space.kernel().path.string()},
+                     "no config compiled; the first failure is shown above");
+}
+
+}  // namespace
+
+void run_tune(const TuneSettings& settings) {
+  SearchSpace space = SearchSpace::load(settings.space_file);
+  std::optional<std::vector<Shape>> shapes = shapes_to_tune(space, settings);
+  if (!shapes) return;
+  if (!settings.replay.empty()) return replay_sweep(space, settings, std::move(*shapes));
+
+  GpuCheck gpu = check_gpu(settings);
+  std::vector<std::string> notes;
+  std::string arch = settings.arch;
+  if (arch.empty() && gpu.device) arch = parse_architecture(gpu.device->arch);
+  if (arch.empty()) {
+    arch = "sm_90";
+    if (settings.compile_only)
+      notes.push_back(fmt::format("no GPU found ({}); compiling for sm_90 (choose with --arch)", gpu.why_not));
+  }
+  if (!settings.compile_only) {
+    if (gpu.device) {
+      if (gpu.device->arch != arch)
+        throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
+                                     "architecture (use --compile-only to compile for another one)",
+                                     arch, gpu.device->name, gpu.device->arch));
+      std::unique_ptr<MeasurementSource> source = gpu_measurements(
+          space, settings.space_file, {settings.database, arch, settings.jobs}, settings.timing, *gpu.worker);
+      sweep_and_report(space, settings, sweep_options(settings, std::move(*shapes), arch), *source, *gpu.device,
+                       false);
+      return;
+    }
+    notes.push_back(fmt::format("no GPU present ({}): compiling every candidate for {} only; nothing is timed",
+                                gpu.why_not, arch));
+  }
+  // Nothing runs on a GPU from here on: the worker goes now, not at the end.
+  gpu.worker.reset();
+  compile_and_report(space, settings, std::move(*shapes), arch, gpu, std::move(notes));
+}
+
+}  // namespace mlatune::cli

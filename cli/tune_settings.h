@@ -1,0 +1,42 @@
+// `mlatune tune`'s options as typed values (parsed once, in
+// cli/tune_commands.cpp), and the command that runs on them
+// (cli/tune_run.cpp).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tuner/strategy.h"
+#include "tuner/timing.h"
+
+namespace mlatune::cli {
+
+struct TuneSettings {
+  std::filesystem::path space_file;
+  std::filesystem::path database;
+  /// Shapes as given (parsed against the space once it is loaded); empty:
+  /// the space's default shapes.
+  std::vector<std::string> shapes;
+  bool misses = false;                 // tune the shapes the dispatcher missed instead
+  bool compile_only = false;
+  std::string arch;                    // canonical ("sm_90"); empty: the GPU's, else sm_90
+  bool json = false;
+  bool quiet = false;
+  /// A recorded sweep to serve measurements from: a run id of the database
+  /// or a CSV file; empty: measure.
+  std::string replay;
+  std::vector<std::string> where;      // extra constraints on the candidates
+  unsigned jobs = 0;
+  std::optional<std::uint64_t> max_evals;
+  std::optional<std::uint64_t> seed;
+  StrategyKind strategy;  // the registry's first: brute force
+  TimingOptions timing;                // cache method, budget, cut_min_samples
+  double cutoff = 0;
+};
+
+/// Runs `mlatune tune`; errors are thrown (InputError: exit 2).
+void run_tune(const TuneSettings& settings);
+
+}  // namespace mlatune::cli

@@ -1,0 +1,122 @@
+// What a tuning sweep (tuner/sweep.h) produced, as values: per candidate, per
+// shape, for the whole sweep, and where the time went.  Printers (the CLI's
+// human and JSON summaries) format these; the sweep never prints.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/outcome.h"
+#include "core/resource_usage.h"
+#include "tuner/evaluator.h"
+#include "tuner/timing.h"
+#include "tuner/worker/messages.h"
+
+namespace mlatune {
+
+/// Where a sweep stands, for progress output.
+struct SweepProgress {
+  std::string shape;
+  std::uint64_t done = 0;      // candidates evaluated at this shape in this sweep
+  std::uint64_t total = 0;     // candidates this sweep expects to evaluate at this shape
+  std::uint64_t failures = 0;  // of `done`, outcomes other than ok
+  std::optional<double> best_us;  // fastest ok time so far in this sweep
+  double elapsed_s = 0;
+  std::string line;            // what just happened, as one line of text
+};
+
+/// The compilation behind a candidate (what `tune --compile-only` reports).
+struct CompileSummary {
+  std::string key;                   // BinaryKey hash
+  std::vector<std::string> options;  // NVRTC options
+  double seconds = 0;                // NVRTC time of this compilation
+  std::size_t cubin_bytes = 0;       // 0 when it failed
+  std::string log;                   // NVRTC's log, kept when it failed
+};
+
+/// One candidate of this sweep and what became of it.
+struct CandidateReport {
+  std::string config;
+  Outcome outcome = Outcome::ok;
+  std::string reason;
+  std::optional<TimingStats> timing;
+  std::optional<ValidationStats> validation;
+  std::optional<ResourceUsage> usage;
+  std::optional<CompileSummary> compile;  // set when this sweep compiled it
+};
+
+struct RetimedCandidate {
+  std::string config;
+  double first_median_us = 0;  // from the sweep
+  TimingStats retimed;         // interleaved, at the end
+};
+
+/// One shape of a sweep: what was tried, what became of it, and where the
+/// time went.
+struct ShapeReport {
+  std::string shape;
+  std::uint64_t valid_configs = 0;
+  std::uint64_t planned = 0;           // configs this sweep chose to try
+  std::uint64_t already_measured = 0;  // of those, skipped: committed earlier
+  std::map<Outcome, int> outcomes;
+  std::vector<CandidateReport> results;  // in evaluation order
+  std::vector<RetimedCandidate> retimed; // fastest first
+  std::optional<CandidateReport> default_config;  // the space's default, when tried
+  std::optional<double> median_ok_us;    // median over the ok configs of this sweep
+  std::optional<std::string> best_config;  // the store's best after this sweep
+  std::optional<double> best_us;
+  WorkloadInfo workload;
+  int cut = 0;             // of the ok results, timed with an early cut (TimingStats::cut)
+  double wall_s = 0;
+  double gpu_s = 0;        // waiting on the worker: validation, timing, re-timing
+  double compile_wait_s = 0;  // GPU side idle, waiting for a compilation
+  double setup_s = 0;      // setting up the workload (inputs, reference, floor)
+  /// NVRTC time of the compilations this shape needed first (a binary shared
+  /// with an earlier shape, or loaded from the database, counts nothing):
+  /// thread time summed over the compile pool, not wall time.
+  double nvrtc_s = 0;
+};
+
+struct SweepReport {
+  DeviceInfo device;
+  std::int64_t run_id = 0;  // 0: nothing was recorded (a compile-only sweep)
+  std::vector<ShapeReport> shapes;
+  double wall_s = 0;
+  std::uint64_t nvrtc_runs = 0;
+  std::uint64_t binaries_reused = 0;  // from memory or the database
+  unsigned compile_threads = 0;
+  int worker_replacements = 0;
+};
+
+/// A sweep's time split between compilation and the GPU, over all shapes:
+/// which of the two bounds the rate.  The parts of the wall time (gpu_s,
+/// compile_wait_s, setup_s, other_s) do not overlap and add up to wall_s;
+/// nvrtc_s runs on the compile threads alongside them.
+struct SweepTotals {
+  std::uint64_t evaluated = 0;  // candidates evaluated now, every outcome
+  std::uint64_t cut = 0;        // of those, timed with an early cut
+  double wall_s = 0;            // the whole sweep, end to end
+  double gpu_s = 0;             // waiting on the GPU worker
+  double compile_wait_s = 0;    // the GPU side idle, waiting for a compilation
+  double setup_s = 0;           // workload setup
+  double other_s = 0;           // the rest: store, strategy, re-timing setup, start and end
+  double nvrtc_s = 0;           // NVRTC thread time, summed over compilations
+  unsigned compile_threads = 0;
+  /// End to end: evaluated / wall_s.
+  std::optional<double> configs_per_s;
+  /// evaluated / gpu_s: the rate if the GPU worker were the only cost.
+  std::optional<double> gpu_limit_configs_per_s;
+  /// evaluated / (nvrtc_s / compile_threads): the rate if compilation,
+  /// spread over every compile thread, were the only cost.
+  std::optional<double> compile_limit_configs_per_s;
+  /// gpu_s / wall_s: how busy the GPU worker was kept.
+  std::optional<double> gpu_busy_fraction;
+};
+
+SweepTotals sweep_totals(const SweepReport& report);
+
+}  // namespace mlatune
