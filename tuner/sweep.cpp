@@ -234,18 +234,16 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
           shape_report.compile_wait_s += seconds_since(wait_start);
           if (timed_binaries.insert(compiled.key().hash).second)
             shape_report.nvrtc_s += compiled.compile_seconds();
-          LaunchGeometry geometry = space.geometry(p.config, shape);
+          LaunchPlan plan = plan_launch(space, p.config, shape);
           if (!compiled.ok()) {
             c.outcome = Outcome::compile_error;
             c.reason = compiled.failure().message;
-          } else if (!geometry.valid()) {
+          } else if (!plan.ok()) {
             c.outcome = Outcome::launch_error;
-            c.reason = "invalid launch geometry: " + geometry.invalid_reason;
+            c.reason = plan.refusal;
             c.usage = compiled.binary().usage;
           } else {
-            candidate.label = p.config_text;
-            candidate.cubin = compiled.binary().cubin;
-            describe_launch(space, p.config, shape, candidate);
+            candidate = make_candidate(plan, p.config_text, compiled.binary().cubin);
             // The best of this sweep only: an earlier run's times may have
             // been taken with another cache method.
             Cutoff cutoff{progress.best_us.value_or(0.0), options.cutoff_factor};
