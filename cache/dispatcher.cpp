@@ -13,52 +13,31 @@
 
 #include "cache/shape_table.h"
 #include "cache/store.h"
+#include "cache/dispatch_launch.h"
 #include "core/compiler.h"
 #include "core/cuda.h"
 #include "core/error.h"
+#include "core/launch_issue.h"
+#include "core/launch_plan.h"
 
 namespace mlatune {
 namespace {
 
 /// A loaded cubin, shared by every shape whose choice names its key.
 struct KernelSlot {
-  LoadedKernel kernel;
-  std::int64_t dynamic_shared_allowed = 48 * 1024;  // what launches may use without opting in
+  explicit KernelSlot(LoadedEntry loaded) : main(std::move(loaded)) {}
+  LoadedEntry main;
   /// The prologue entry of the same cubin, loaded on the first shape whose
   /// prologue runs (a config may compile it out where it never runs).
-  std::optional<LoadedKernel> prologue;
-  std::int64_t prologue_shared_allowed = 48 * 1024;
+  std::optional<LoadedEntry> prologue;
   std::string cubin;  // kept only when the space has a prologue, to load it from
-};
-
-/// The prologue launch of one shape and the workspace it needs.
-struct PreparedPrologue {
-  const LoadedKernel* kernel = nullptr;
-  std::int64_t grid[3] = {1, 1, 1};
-  std::int64_t block[3] = {1, 1, 1};
-  std::int64_t shared_bytes = 0;
-  std::vector<std::int64_t> workspace_bytes;  // per workspace argument, in order
 };
 
 /// Everything a launch at one shape needs, computed on its first launch and
 /// never changed after (a hit reads it without a lock).  What a hit reads
 /// comes first.
 struct Prepared {
-  const KernelSlot* slot = nullptr;  // null when `error` is set
-  std::int64_t grid[3] = {1, 1, 1};
-  std::int64_t block[3] = {1, 1, 1};
-  std::int64_t shared_bytes = 0;
-  /// Set only where the config's prologue runs at this shape: the one branch
-  /// a hit of any other config pays.
-  std::unique_ptr<const PreparedPrologue> prologue;
-  std::size_t buffer_count = 0;
-  /// Per kernel argument: the index among the caller's buffers, or -1 for a
-  /// scalar (or workspace) whose value lives in scalars[i].
-  std::vector<int> buffer_index;
-  /// 8 aligned bytes per argument; a workspace's is a null pointer (what it
-  /// gets where no prologue runs).
-  std::vector<std::uint64_t> scalars;
-  std::vector<std::size_t> workspace_positions;  // argument indices of workspace buffers
+  DispatchLaunch launch;  // ready() only when `error` is empty
   Choice choice;
   std::string error;
   bool input_error = false;  // no config can run the shape (the caller's input)
@@ -129,102 +108,47 @@ struct Dispatcher::Impl {
       p.input_error = true;
       return;
     }
-    LaunchGeometry geometry = space->geometry(p.choice.config, shape);
-    if (!geometry.valid()) {  // the index checked this; kept for a clear message regardless
-      p.error = fmt::format("{} at {}: {}", p.choice.config_text, space->shape_string(shape),
-                            geometry.invalid_reason);
+    const std::string where = fmt::format("{} at {}", p.choice.config_text, space->shape_string(shape));
+    // The index checked the geometry; the plan's refusal is kept for a clear
+    // message regardless, and it also catches a scalar out of its range.
+    std::optional<LaunchPlan> plan;
+    try {
+      plan = plan_launch(*space, p.choice.config, shape);
+      p.error = dispatch_refusal(*plan, where);
+    } catch (const InputError& e) {  // a buffer extent the shape makes no integer
+      p.error = e.what();
+    }
+    if (!p.error.empty()) {
       p.input_error = true;
       return;
     }
-    for (int i = 0; i < 3; ++i) {
-      p.grid[i] = geometry.grid[i];
-      p.block[i] = geometry.block[i];
-    }
-    p.shared_bytes = geometry.shared_bytes;
-    if (geometry.shared_bytes > properties.shared_per_block_optin) {
-      p.error = fmt::format("{} at {} needs {} bytes of shared memory; {} allows {}", p.choice.config_text,
-                            space->shape_string(shape), geometry.shared_bytes, properties.name,
-                            properties.shared_per_block_optin);
-      return;
-    }
-
-    for (const Argument& argument : space->arguments()) {
-      std::uint64_t slot = 0;
-      if (argument.role == ArgumentRole::scalar) {
-        double value = space->evaluate(*argument.value, &p.choice.config, shape);
-        switch (argument.type) {
-          case ElementType::float32: { float v = static_cast<float>(value); std::memcpy(&slot, &v, sizeof v); break; }
-          case ElementType::float64: { std::memcpy(&slot, &value, sizeof value); break; }
-          case ElementType::int32: { auto v = static_cast<std::int32_t>(value); std::memcpy(&slot, &v, sizeof v); break; }
-          case ElementType::int64: { auto v = static_cast<std::int64_t>(value); std::memcpy(&slot, &v, sizeof v); break; }
-        }
-        p.buffer_index.push_back(-1);
-      } else if (argument.role == ArgumentRole::workspace) {
-        p.workspace_positions.push_back(p.buffer_index.size());
-        p.buffer_index.push_back(-1);  // slot stays 0: a null pointer
-      } else {
-        p.buffer_index.push_back(static_cast<int>(p.buffer_count++));
-      }
-      p.scalars.push_back(slot);
-    }
-
     try {
-      KernelSlot& slot = kernel_for(p.choice, shape);
-      if (p.shared_bytes > slot.dynamic_shared_allowed) {
-        int code = slot.kernel.set_max_dynamic_shared(p.shared_bytes);
-        if (code != 0) {
-          cuda_take_last_error();
-          p.error = fmt::format("cudaFuncSetAttribute(MaxDynamicSharedMemorySize = {}) for {}: {} ({})",
-                                p.shared_bytes, p.choice.config_text, cuda_error_name(code),
-                                cuda_error_string(code));
-          return;
-        }
-        slot.dynamic_shared_allowed = p.shared_bytes;
-      }
-      if (std::optional<LaunchGeometry> pg = space->prologue_geometry(p.choice.config, shape)) {
-        if (!prepare_prologue(p, shape, *pg, slot)) return;
-      }
-      p.slot = &slot;
+      ready_kernels(*plan, shape, where, p);
     } catch (const Error& e) {
       p.error = e.what();
     }
   }
 
-  /// Loads and checks the prologue of `slot` for a shape where it runs.
-  /// False (with p.error set) when it cannot launch there.
-  bool prepare_prologue(Prepared& p, const Shape& shape, const LaunchGeometry& g, KernelSlot& slot) {
-    if (g.shared_bytes > properties.shared_per_block_optin) {
-      p.error = fmt::format("{} at {}: its prologue needs {} bytes of shared memory; {} allows {}",
-                            p.choice.config_text, space->shape_string(shape), g.shared_bytes,
-                            properties.name, properties.shared_per_block_optin);
-      return false;
-    }
+  /// Loads the kernels of `plan` and readies them on the device (p.launch),
+  /// or says why they cannot launch there (p.error).
+  void ready_kernels(const LaunchPlan& plan, const Shape& shape, const std::string& where,
+                     Prepared& p) {
+    KernelSlot& slot = kernel_for(p.choice, shape);
+    LoadedEntry* prologue = plan.steps.prologue ? &prologue_of(slot) : nullptr;
+    LaunchReadiness readiness = prepare_launch(plan.steps, slot.main, prologue, properties);
+    if (!readiness.refusal.empty())
+      p.error = fmt::format("{} on {}: {}", where, properties.name, readiness.refusal);
+    else if (!readiness.opt_in.ok())
+      p.error = launch_error_text(readiness.opt_in,
+                                  "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for " + where);
+    else
+      p.launch = dispatch_launch(plan, &slot.main.kernel, prologue ? &prologue->kernel : nullptr);
+  }
+
+  /// The prologue entry of `slot`'s cubin, loaded on first use.
+  LoadedEntry& prologue_of(KernelSlot& slot) {
     if (!slot.prologue) slot.prologue.emplace(slot.cubin, space->prologue()->kernel.entry);
-    if (g.shared_bytes > slot.prologue_shared_allowed) {
-      int code = slot.prologue->set_max_dynamic_shared(g.shared_bytes);
-      if (code != 0) {
-        cuda_take_last_error();
-        p.error = fmt::format("cudaFuncSetAttribute(MaxDynamicSharedMemorySize = {}) for the "
-                              "prologue of {}: {} ({})",
-                              g.shared_bytes, p.choice.config_text, cuda_error_name(code),
-                              cuda_error_string(code));
-        return false;
-      }
-      slot.prologue_shared_allowed = g.shared_bytes;
-    }
-    auto made = std::make_unique<PreparedPrologue>();
-    made->kernel = &*slot.prologue;
-    for (int i = 0; i < 3; ++i) {
-      made->grid[i] = g.grid[i];
-      made->block[i] = g.block[i];
-    }
-    made->shared_bytes = g.shared_bytes;
-    for (const BoundArgument& bound : space->bind_arguments(shape))
-      if (bound.argument->role == ArgumentRole::workspace)
-        made->workspace_bytes.push_back(bound.element_count *
-                                        static_cast<std::int64_t>(element_size(bound.argument->type)));
-    p.prologue = std::move(made);
-    return true;
+    return *slot.prologue;
   }
 
   KernelSlot& kernel_for(const Choice& choice, const Shape& shape) {
@@ -258,8 +182,7 @@ struct Dispatcher::Impl {
         }
       }
     }
-    auto slot = std::make_unique<KernelSlot>();
-    slot->kernel = LoadedKernel(cubin, space->kernel().entry);
+    auto slot = std::make_unique<KernelSlot>(LoadedEntry(cubin, space->kernel().entry));
     if (space->prologue()) slot->cubin = std::move(cubin);
     ++binaries_loaded;
     KernelSlot& result = *slot;
@@ -294,26 +217,27 @@ struct Dispatcher::Impl {
     throw EnvironmentError(p.error);
   }
 
-  static void check_launch(int code) {
-    if (code != 0) {
+  static void check_launch(const LaunchStatus& status) {
+    if (!status.ok()) {
       cuda_take_last_error();
-      throw CudaError(code, "cudaLaunchKernel (dispatch)", __FILE__, __LINE__);
+      throw CudaError(status.code,
+                      status.step == LaunchStep::prologue ? "cudaLaunchKernel (dispatch, prologue)"
+                                                          : "cudaLaunchKernel (dispatch)",
+                      __FILE__, __LINE__);
     }
   }
 
-  /// The launch of a space with workspace arguments: `arguments` (complete,
-  /// n of them) with every workspace slot replaced by a null pointer, or,
-  /// where the prologue runs, by scratch allocated on `stream` for this
-  /// launch only (stream-ordered: callers on other streams never share it),
-  /// then prologue and main back to back, then the scratch freed on `stream`.
-  static void launch_with_workspace(const Prepared& p, void* const* arguments, void* stream) {
-    const std::size_t n = p.buffer_index.size();
-    const std::size_t w = p.workspace_positions.size();
-    std::vector<void*> list(arguments, arguments + n);
-    std::vector<void*> scratch(w, nullptr);
-    for (std::size_t k = 0; k < w; ++k) list[p.workspace_positions[k]] = &scratch[k];
-    if (!p.prologue) {
-      check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, list.data(), stream));
+  /// The launch of a space with workspace arguments: `arguments` (complete)
+  /// with every workspace slot replaced by a null pointer, or, where the
+  /// prologue runs, by scratch allocated on `stream` for this launch only
+  /// (stream-ordered: callers on other streams never share it), then
+  /// prologue and main back to back, then the scratch freed on `stream`.
+  static void launch_with_workspace(const DispatchLaunch& d, void* const* arguments, void* stream) {
+    std::vector<void*> list(arguments, arguments + d.arguments.size());
+    std::vector<void*> scratch(d.workspace_positions.size(), nullptr);
+    point_workspaces(d, list.data(), scratch.data());
+    if (!d.runs_prologue()) {
+      check_launch(d.sequence.issue(list.data(), stream));
       return;
     }
     auto s = static_cast<cudaStream_t>(stream);
@@ -335,14 +259,12 @@ struct Dispatcher::Impl {
       }
     };
     try {
-      for (std::size_t k = 0; k < w; ++k) {
-        auto bytes = static_cast<std::size_t>(p.prologue->workspace_bytes[k]);
+      for (std::size_t k = 0; k < scratch.size(); ++k) {
+        auto bytes = static_cast<std::size_t>(d.workspace_bytes[k]);
         if (bytes == 0) continue;  // an empty workspace stays a null pointer
         MLATUNE_CUDA(cudaMallocAsync(&scratch[k], bytes, s));
       }
-      const PreparedPrologue& q = *p.prologue;
-      check_launch(q.kernel->launch(q.grid, q.block, q.shared_bytes, list.data(), stream));
-      check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, list.data(), stream));
+      check_launch(d.sequence.issue(list.data(), stream));
     } catch (...) {
       free_all(true);
       throw;
@@ -387,20 +309,20 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
 
 void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, void* stream) {
   const Prepared& p = impl_->get(shape);
-  if (!p.slot) Impl::fail(p);
-  if (p.prologue || !p.workspace_positions.empty()) [[unlikely]]
-    return Impl::launch_with_workspace(p, arguments, stream);
-  Impl::check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, arguments, stream));
+  if (!p.launch.ready()) Impl::fail(p);
+  if (!p.launch.workspace_positions.empty()) [[unlikely]]
+    return Impl::launch_with_workspace(p.launch, arguments, stream);
+  Impl::check_launch(p.launch.sequence.issue(arguments, stream));
 }
 
 void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const* buffers,
                                 std::size_t buffer_count, void* stream) {
   const Prepared& p = impl_->get(shape);
-  if (!p.slot) Impl::fail(p);
-  if (buffer_count != p.buffer_count)
+  if (!p.launch.ready()) Impl::fail(p);
+  if (buffer_count != p.launch.buffer_count)
     throw InputError(fmt::format("{} takes {} buffers; {} given", impl_->space->kernel_name(),
-                                 p.buffer_count, buffer_count));
-  const std::size_t n = p.buffer_index.size();
+                                 p.launch.buffer_count, buffer_count));
+  const std::size_t n = p.launch.arguments.size();
   void* stack[max_stack_arguments];
   std::vector<void*> heap;
   void** arguments = stack;
@@ -408,16 +330,11 @@ void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const
     heap.resize(n);
     arguments = heap.data();
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    int b = p.buffer_index[i];
-    // cudaLaunchKernel only reads through these pointers.
-    arguments[i] = b >= 0 ? static_cast<void*>(const_cast<void**>(&buffers[b]))
-                          : static_cast<void*>(const_cast<std::uint64_t*>(&p.scalars[i]));
-  }
+  point_arguments(p.launch, buffers, arguments);
   // Without a running prologue a workspace slot is already a null scalar.
-  if (p.prologue) [[unlikely]]
-    return Impl::launch_with_workspace(p, arguments, stream);
-  Impl::check_launch(p.slot->kernel.launch(p.grid, p.block, p.shared_bytes, arguments, stream));
+  if (p.launch.runs_prologue()) [[unlikely]]
+    return Impl::launch_with_workspace(p.launch, arguments, stream);
+  Impl::check_launch(p.launch.sequence.issue(arguments, stream));
 }
 
 DispatchDescription Dispatcher::describe(const Shape& shape) const {

@@ -115,9 +115,10 @@ TEST_P(MlaGpu, SampledConfigsMatchTheFloat64Reference) {
     std::string text = space.config_string(configs[i]);
     const CompileResult& result = compiled[i].get();
     ASSERT_TRUE(result.ok()) << result.failure().message;
-    LaunchGeometry geometry = space.geometry(configs[i], shape);
-    ASSERT_TRUE(geometry.valid()) << text << ": " << geometry.invalid_reason;
-    Candidate candidate{text, result.binary().cubin, space.kernel().entry, geometry};
+    // Through the plan, as the sweep does: tf32x3_2k needs its prologue and workspace.
+    LaunchPlan plan = plan_launch(space, configs[i], shape);
+    ASSERT_TRUE(plan.ok()) << text << ": " << plan.refusal;
+    Candidate candidate = make_candidate(plan, text, result.binary().cubin);
     EvaluationResult evaluation = worker.evaluate(candidate);
     EXPECT_EQ(evaluation.outcome, Outcome::ok) << text << ": " << evaluation.reason;
     if (evaluation.outcome != Outcome::ok) continue;

@@ -8,11 +8,20 @@
 #include <fmt/format.h>
 
 #include "core/cuda.h"
+#include "core/launch_issue.h"
 #include "tuner/workload.h"
 
 namespace mlatune {
 
 namespace {
+
+/// Copies the launch of `steps` into `candidate`.
+void describe_steps(const LaunchSteps& steps, Candidate& candidate) {
+  candidate.entry = steps.entry;
+  candidate.geometry = steps.geometry;
+  candidate.prologue = steps.prologue;
+  candidate.workspace_bytes = steps.workspace_bytes;
+}
 
 /// A launch the GPU refused or that broke the context, as a value.
 struct LaunchFailure {
@@ -21,68 +30,56 @@ struct LaunchFailure {
   bool context_lost;
 };
 
-LaunchFailure launch_failure(int code, std::string_view what) {
+LaunchFailure launch_failure(const LaunchStatus& status, std::string_view what) {
   cuda_take_last_error();
-  if (cuda_error_is_sticky(code))
-    return {Outcome::crashed,
-            fmt::format("{}: {} ({})", what, cuda_error_string(code), cuda_error_name(code)), true};
-  return {Outcome::launch_error,
-          fmt::format("{}: {} ({})", what, cuda_error_string(code), cuda_error_name(code)), false};
+  std::string reason = launch_error_text(status, what);
+  if (cuda_error_is_sticky(status.code)) return {Outcome::crashed, std::move(reason), true};
+  return {Outcome::launch_error, std::move(reason), false};
 }
 
-/// Why `g` cannot launch `kernel` on `device`, named before the GPU is asked;
-/// empty when it can.  `what` prefixes the message ("" or "prologue: ").
-std::string geometry_refusal(const LaunchGeometry& g, const KernelAttributes& attributes,
-                             const DeviceProperties& device, std::string_view what) {
-  std::int64_t threads = 1;
-  for (int i = 0; i < 3; ++i) {
-    if (g.grid[i] <= 0 || g.block[i] <= 0)
-      return fmt::format("{}grid ({}, {}, {}) and block ({}, {}, {}) must be positive", what,
-                         g.grid[0], g.grid[1], g.grid[2], g.block[0], g.block[1], g.block[2]);
-    if (g.block[i] > device.max_block[i])
-      return fmt::format("{}block dimension {} is {}, the device allows {}", what, "xyz"[i],
-                         g.block[i], device.max_block[i]);
-    if (g.grid[i] > device.max_grid[i])
-      return fmt::format("{}grid dimension {} is {}, the device allows {}", what, "xyz"[i],
-                         g.grid[i], device.max_grid[i]);
-    threads *= g.block[i];
+/// A candidate's entries loaded in this process and the sequence that
+/// issues them (set once they are ready).  Not movable: the sequence points
+/// at the entries.
+struct CandidateKernels {
+  std::optional<LoadedEntry> main;
+  std::optional<LoadedEntry> prologue;
+  LaunchSequence sequence;
+
+  CandidateKernels() = default;
+  CandidateKernels(const CandidateKernels&) = delete;
+  CandidateKernels& operator=(const CandidateKernels&) = delete;
+
+  /// Loads the candidate's entries; why one cannot be loaded, or empty.  A
+  /// sticky error is thrown: the process cannot go on.
+  std::string load(const Candidate& candidate) {
+    if (std::string why = load_one(main, candidate, candidate.entry, "cannot load the compiled kernel");
+        !why.empty() || !candidate.prologue)
+      return why;
+    return load_one(prologue, candidate, candidate.prologue->entry,
+                    fmt::format("cannot load the prologue '{}'", candidate.prologue->entry));
   }
-  if (threads > device.max_threads_per_block)
-    return fmt::format("{}{} threads per block, the device allows {}", what, threads,
-                       device.max_threads_per_block);
-  if (threads > attributes.max_threads_per_block)
-    return fmt::format("{}{} threads per block, but with {} registers per thread this "
-                       "kernel can launch at most {}",
-                       what, threads, attributes.registers, attributes.max_threads_per_block);
-  if (g.shared_bytes < 0) return fmt::format("{}negative dynamic shared memory", what);
-  if (attributes.static_shared_bytes + g.shared_bytes > device.shared_per_block_optin)
-    return fmt::format("{}{} bytes of shared memory per block ({} static + {} dynamic), "
-                       "the device allows {}",
-                       what, attributes.static_shared_bytes + g.shared_bytes,
-                       attributes.static_shared_bytes, g.shared_bytes,
-                       device.shared_per_block_optin);
-  return {};
-}
 
-/// What one timed or validated launch issues: the main kernel and, where it
-/// runs, its prologue (the same cubin), back to back on one stream.
-struct LaunchPlan {
-  const LoadedKernel* main = nullptr;
-  LaunchGeometry geometry;
-  const LoadedKernel* prologue = nullptr;
-  LaunchGeometry prologue_geometry;
-  /// The first non-zero code; `failed_prologue` says which kernel gave it.
-  int issue(void** arguments, const Stream& stream, bool* failed_prologue = nullptr) const {
-    if (prologue) {
-      const LaunchGeometry& p = prologue_geometry;
-      int code = prologue->launch(p.grid, p.block, p.shared_bytes, arguments, stream);
-      if (code != 0) {
-        if (failed_prologue) *failed_prologue = true;
-        return code;
-      }
+  /// Checks the device limits and opts in to dynamic shared memory
+  /// (core/launch_issue.h); the sequence is set when that succeeds.
+  LaunchReadiness ready(const Candidate& candidate, const DeviceProperties& device) {
+    const LaunchSteps steps = launch_steps(candidate);
+    LoadedEntry* p = prologue ? &*prologue : nullptr;
+    LaunchReadiness readiness = prepare_launch(steps, *main, p, device);
+    if (readiness.ok()) sequence = launch_sequence(steps, &main->kernel, p ? &p->kernel : nullptr);
+    return readiness;
+  }
+
+ private:
+  static std::string load_one(std::optional<LoadedEntry>& slot, const Candidate& candidate,
+                              const std::string& entry, std::string_view what) {
+    try {
+      slot.emplace(candidate.cubin, entry);
+      return {};
+    } catch (const CudaError& error) {
+      if (error.sticky()) throw;
+      cuda_take_last_error();
+      return fmt::format("{}: {} ({})", what, error.description(), error.name());
     }
-    if (failed_prologue) *failed_prologue = false;
-    return main->launch(geometry.grid, geometry.block, geometry.shared_bytes, arguments, stream);
   }
 };
 
@@ -144,8 +141,9 @@ class Evaluator::Impl {
     // Warm-up: the first launch pays for loading the module.
     check(empty.launch(one.grid, one.block, 0, nullptr, workload_.stream()), "empty kernel");
     workload_.stream().synchronize();
-    LaunchPlan plan{&empty, one};
-    floor_ = time_until_done(plan, {}, {}, false);
+    LaunchSequence sequence;
+    sequence.main.kernel = &empty;
+    floor_ = time_until_done(sequence, {}, {}, false);
   }
 
   const TimingStats& floor() const { return floor_; }
@@ -167,32 +165,17 @@ class Evaluator::Impl {
 
   std::vector<std::optional<TimingStats>> retime(const std::vector<Candidate>& candidates,
                                                  int rounds, const std::function<void()>& progress) {
-    // Per candidate: its kernels, its plan (empty when it cannot launch) and its workspace.
-    std::vector<std::optional<LoadedKernel>> kernels(candidates.size()), prologues(candidates.size());
-    std::vector<std::optional<LaunchPlan>> plans(candidates.size());
+    // Per candidate: its kernels (null when it cannot launch) and its workspace.
+    std::vector<std::unique_ptr<CandidateKernels>> kernels(candidates.size());
     std::vector<std::unique_ptr<WorkspaceLease>> workspaces(candidates.size());
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      const Candidate& candidate = candidates[i];
       try {
-        kernels[i].emplace(candidate.cubin, candidate.entry);
-        if (candidate.geometry.shared_bytes > 0 &&
-            kernels[i]->set_max_dynamic_shared(candidate.geometry.shared_bytes) != 0) {
-          cuda_take_last_error();
+        auto loaded = std::make_unique<CandidateKernels>();
+        if (!loaded->load(candidates[i]).empty() ||
+            !loaded->ready(candidates[i], workload_.device()).ok())
           continue;
-        }
-        LaunchPlan plan{&*kernels[i], candidate.geometry};
-        if (candidate.prologue) {
-          prologues[i].emplace(candidate.cubin, candidate.prologue->entry);
-          const LaunchGeometry& pg = candidate.prologue->geometry;
-          if (pg.shared_bytes > 0 && prologues[i]->set_max_dynamic_shared(pg.shared_bytes) != 0) {
-            cuda_take_last_error();
-            continue;
-          }
-          plan.prologue = &*prologues[i];
-          plan.prologue_geometry = pg;
-        }
-        workspaces[i] = std::make_unique<WorkspaceLease>(workload_, candidate.workspace_bytes);
-        plans[i] = plan;
+        workspaces[i] = std::make_unique<WorkspaceLease>(workload_, candidates[i].workspace_bytes);
+        kernels[i] = std::move(loaded);
       } catch (const CudaError& error) {
         if (error.sticky()) throw;
         cuda_take_last_error();
@@ -203,11 +186,11 @@ class Evaluator::Impl {
     constexpr int per_round = 5;
     for (int round = 0; round < std::max(1, rounds); ++round) {
       for (std::size_t i = 0; i < candidates.size(); ++i) {
-        if (!plans[i] || failed[i]) continue;
+        if (!kernels[i] || failed[i]) continue;
         // The first round of each candidate only warms it up again.
         std::vector<double> batch;
         workspaces[i]->install();
-        if (!timed_batch(*plans[i], per_round, batch)) {
+        if (!timed_batch(kernels[i]->sequence, per_round, batch)) {
           failed[i] = true;
           continue;
         }
@@ -217,7 +200,7 @@ class Evaluator::Impl {
     }
     std::vector<std::optional<TimingStats>> result;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      if (!plans[i] || failed[i] || samples[i].empty()) {
+      if (!kernels[i] || failed[i] || samples[i].empty()) {
         result.emplace_back();
         continue;
       }
@@ -258,7 +241,7 @@ class Evaluator::Impl {
 
   /// Launches `kernel` `n` times with events around each; appends µs per
   /// launch.  Returns false if a launch was refused (not sticky).
-  bool timed_batch(const LaunchPlan& plan, int n, std::vector<double>& samples,
+  bool timed_batch(const LaunchSequence& sequence, int n, std::vector<double>& samples,
                    bool takes_arguments = true) {
     while (events_.size() < static_cast<std::size_t>(2 * n)) events_.emplace_back();
     const Stream& stream = workload_.stream();
@@ -274,10 +257,11 @@ class Evaluator::Impl {
       void** args = takes_arguments ? workload_.arguments(set) : nullptr;
       // The events bracket the prologue too: its cost is part of the config's.
       events_[2 * i].record(stream);
-      int code = plan.issue(args, stream);
-      if (code != 0) {
+      LaunchStatus status = sequence.issue(args, stream.get());
+      if (!status.ok()) {
         cuda_take_last_error();
-        if (cuda_error_is_sticky(code)) throw CudaError(code, "timed launch", __FILE__, __LINE__);
+        if (cuda_error_is_sticky(status.code))
+          throw CudaError(status.code, "timed launch", __FILE__, __LINE__);
         stream.synchronize();
         return false;
       }
@@ -292,7 +276,7 @@ class Evaluator::Impl {
   /// Times batches as TimingSchedule says (until the median settles, the
   /// budget is spent, or the candidate is cut) and summarizes them; the
   /// method text says how many launches and why the phase ended early.
-  TimingStats time_until_done(const LaunchPlan& plan, const Cutoff& cutoff,
+  TimingStats time_until_done(const LaunchSequence& sequence, const Cutoff& cutoff,
                               const std::function<void()>& progress, bool takes_arguments = true) {
     using clock = std::chrono::steady_clock;
     auto start = clock::now();
@@ -300,9 +284,9 @@ class Evaluator::Impl {
     std::vector<double> samples;
     int batch = schedule.first_batch();
     while (true) {
-      if (!timed_batch(plan, batch, samples, takes_arguments))
+      if (!timed_batch(sequence, batch, samples, takes_arguments))
         throw EnvironmentError(fmt::format("{}: a launch that ran before was refused while timing",
-                                           plan.main->entry()));
+                                           sequence.main.kernel->entry()));
       if (progress) progress();
       double elapsed_ms = std::chrono::duration<double, std::milli>(clock::now() - start).count();
       if (schedule.after_batch(samples, elapsed_ms) != TimingStop::more) break;
@@ -319,63 +303,28 @@ class Evaluator::Impl {
 
   void evaluate_into(const Candidate& candidate, const Cutoff& cutoff,
                      const std::function<void()>& progress, EvaluationResult& result) {
-    const DeviceProperties& device = workload_.device();
-    const LaunchGeometry& g = candidate.geometry;
     auto refuse = [&](std::string reason) {
       result.outcome = Outcome::launch_error;
       result.reason = std::move(reason);
     };
-
-    std::optional<LoadedKernel> loaded;
-    try {
-      loaded.emplace(candidate.cubin, candidate.entry);
-    } catch (const CudaError& error) {
-      if (error.sticky()) throw;
-      cuda_take_last_error();
-      return refuse(fmt::format("cannot load the compiled kernel: {} ({})", error.description(),
-                                error.name()));
-    }
-    const LoadedKernel& kernel = *loaded;
-    KernelAttributes attributes = kernel.attributes();
-    result.registers = attributes.registers;
-    result.local_bytes = attributes.local_bytes;
-
-    // Limits the launch would break are named here, before the GPU is asked.
-    if (std::string why = geometry_refusal(g, attributes, device, ""); !why.empty())
-      return refuse(std::move(why));
-    auto allow_shared = [&](const LoadedKernel& k, std::int64_t bytes, std::string_view what) {
-      if (bytes <= 0) return true;
-      int code = k.set_max_dynamic_shared(bytes);
-      if (code == 0) return true;
-      LaunchFailure failure = launch_failure(code, what);
+    auto fail = [&](const LaunchStatus& status, std::string_view what) {
+      LaunchFailure failure = launch_failure(status, what);
       result.outcome = failure.outcome;
-      result.reason = failure.reason;
+      result.reason = std::move(failure.reason);
       result.context_lost = failure.context_lost;
-      return false;
     };
-    if (!allow_shared(kernel, g.shared_bytes, "cannot allow the dynamic shared memory")) return;
 
-    LaunchPlan plan{&kernel, g};
-    std::optional<LoadedKernel> prologue;
-    if (candidate.prologue) {
-      try {
-        prologue.emplace(candidate.cubin, candidate.prologue->entry);
-      } catch (const CudaError& error) {
-        if (error.sticky()) throw;
-        cuda_take_last_error();
-        return refuse(fmt::format("cannot load the prologue '{}': {} ({})", candidate.prologue->entry,
-                                  error.description(), error.name()));
-      }
-      const LaunchGeometry& pg = candidate.prologue->geometry;
-      if (std::string why = geometry_refusal(pg, prologue->attributes(), device, "prologue: ");
-          !why.empty())
-        return refuse(std::move(why));
-      if (!allow_shared(*prologue, pg.shared_bytes,
-                        "prologue: cannot allow the dynamic shared memory"))
-        return;
-      plan.prologue = &*prologue;
-      plan.prologue_geometry = pg;
+    CandidateKernels kernels;
+    std::string load_refusal = kernels.load(candidate);
+    if (kernels.main) {
+      result.registers = kernels.main->attributes.registers;
+      result.local_bytes = kernels.main->attributes.local_bytes;
     }
+    if (!load_refusal.empty()) return refuse(std::move(load_refusal));
+    // Limits the launch would break are named before the GPU is asked.
+    LaunchReadiness readiness = kernels.ready(candidate, workload_.device());
+    if (!readiness.refusal.empty()) return refuse(std::move(readiness.refusal));
+    if (!readiness.opt_in.ok()) return fail(readiness.opt_in, "cannot allow the dynamic shared memory");
     WorkspaceLease workspace(workload_, candidate.workspace_bytes);
     workspace.install();
 
@@ -386,16 +335,8 @@ class Evaluator::Impl {
     for (int set = 0; set < workload_.validation_sets(); ++set) {
       workload_.poison_outputs();
       workspace.poison(workload_.support(), stream);
-      bool failed_prologue = false;
-      int code = plan.issue(workload_.arguments(set), stream, &failed_prologue);
-      if (code != 0) {
-        LaunchFailure failure = launch_failure(
-            code, failed_prologue ? "the GPU refused the prologue launch" : "the GPU refused the launch");
-        result.outcome = failure.outcome;
-        result.reason = failure.reason;
-        result.context_lost = failure.context_lost;
-        return;
-      }
+      LaunchStatus status = kernels.sequence.issue(workload_.arguments(set), stream.get());
+      if (!status.ok()) return fail(status, "the GPU refused the launch");
       stream.synchronize();
       if (progress) progress();
       ValidationStats stats = workload_.compare(set);
@@ -422,7 +363,7 @@ class Evaluator::Impl {
 
     // Validation is complete before a cut can happen: a cut candidate is
     // correct, and its time is real, only from fewer launches.
-    TimingStats timing = time_until_done(plan, cutoff, progress);
+    TimingStats timing = time_until_done(kernels.sequence, cutoff, progress);
     // Nothing real runs faster than a kernel that does nothing: such a time
     // means the measurement is broken, and it must not enter the results.
     if (timing.median_us < floor_.min_us * 0.97)
@@ -441,19 +382,22 @@ class Evaluator::Impl {
   int rotation_ = 0;
 };
 
+Candidate make_candidate(const LaunchPlan& plan, std::string label, std::string cubin) {
+  Candidate candidate;
+  candidate.label = std::move(label);
+  candidate.cubin = std::move(cubin);
+  describe_steps(plan.steps, candidate);
+  return candidate;
+}
+
 void describe_launch(const SearchSpace& space, const Config& config, const Shape& shape,
                      Candidate& candidate) {
-  candidate.entry = space.kernel().entry;
-  candidate.geometry = space.geometry(config, shape);
-  candidate.prologue.reset();
-  candidate.workspace_bytes.clear();
-  std::optional<LaunchGeometry> prologue = space.prologue_geometry(config, shape);
-  if (!prologue) return;
-  candidate.prologue = PrologueLaunch{space.prologue()->kernel.entry, *prologue};
-  for (const BoundArgument& bound : space.bind_arguments(shape))
-    if (bound.argument->role == ArgumentRole::workspace)
-      candidate.workspace_bytes.push_back(
-          bound.element_count * static_cast<std::int64_t>(element_size(bound.argument->type)));
+  describe_steps(plan_launch(space, config, shape).steps, candidate);
+}
+
+LaunchSteps launch_steps(const Candidate& candidate) {
+  return LaunchSteps{candidate.entry, candidate.geometry, candidate.prologue,
+                     candidate.workspace_bytes};
 }
 
 Evaluator::Evaluator(Workload& workload, TimingOptions options)

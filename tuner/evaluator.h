@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/launch_plan.h"
 #include "core/outcome.h"
 #include "core/space.h"
 #include "tuner/timing.h"
@@ -32,13 +33,8 @@ struct ValidationStats {
   bool passed = false;
 };
 
-/// A second entry of the same cubin launched right before the main one.
-struct PrologueLaunch {
-  std::string entry;
-  LaunchGeometry geometry;
-};
-
-/// A compiled candidate, ready to run.
+/// A compiled candidate, ready to run: the launch of its LaunchPlan
+/// (core/launch_plan.h) and the cubin that holds its entries.
 struct Candidate {
   std::string label;   // for messages, e.g. the config as text
   std::string cubin;   // image for the worker's device
@@ -51,8 +47,16 @@ struct Candidate {
   std::vector<std::int64_t> workspace_bytes;
 };
 
-/// Fills the launch of `config` at `shape` into `candidate`: the main entry
-/// and geometry, the prologue where it runs and then the workspace sizes.
+/// The launch a candidate carries, as the plan's steps (what the evaluator
+/// checks and issues).
+LaunchSteps launch_steps(const Candidate& candidate);
+
+/// The candidate that runs `plan` (whose refusal the caller has checked)
+/// from `cubin`.
+Candidate make_candidate(const LaunchPlan& plan, std::string label, std::string cubin);
+
+/// Sets the launch of `candidate` to that of `config` at `shape`
+/// (plan_launch's steps; its refusal is not looked at).
 void describe_launch(const SearchSpace& space, const Config& config, const Shape& shape,
                      Candidate& candidate);
 

@@ -1,5 +1,7 @@
 #include "tuner/measurement_source.h"
 
+#include "core/launch_plan.h"
+
 #include <chrono>
 #include <deque>
 #include <future>
@@ -124,22 +126,19 @@ class GpuSource final : public MeasurementSource {
     CandidateReport c;
     c.config = space_.config_string(config);
     c.compile = summarize(compiled);
-    LaunchGeometry geometry = space_.geometry(config, shape);
+    LaunchPlan plan = plan_launch(space_, config, shape);
     if (!compiled.ok()) {
       c.outcome = Outcome::compile_error;
       c.reason = compiled.failure().message;
       return c;
     }
     c.usage = compiled.binary().usage;
-    if (!geometry.valid()) {
+    if (!plan.ok()) {
       c.outcome = Outcome::launch_error;
-      c.reason = "invalid launch geometry: " + geometry.invalid_reason;
+      c.reason = plan.refusal;
       return c;
     }
-    Candidate candidate;
-    candidate.label = c.config;
-    candidate.cubin = compiled.binary().cubin;
-    describe_launch(space_, config, shape, candidate);
+    Candidate candidate = make_candidate(plan, c.config, compiled.binary().cubin);
     auto gpu_start = Clock::now();
     EvaluationResult result = worker_.evaluate(candidate, cutoff);
     report.gpu_s += seconds_since(gpu_start);

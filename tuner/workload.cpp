@@ -10,6 +10,8 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/launch_plan.h"
+#include "tuner/argument_list.h"
 
 namespace mlatune {
 
@@ -27,18 +29,6 @@ std::string bytes_text(std::int64_t bytes) {
   if (bytes >= (std::int64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
   return fmt::format("{} bytes", bytes);
 }
-
-/// Storage for one launch argument, as cudaLaunchKernel reads it.
-struct ArgumentSlot {
-  alignas(8) unsigned char bytes[8] = {};
-};
-
-/// A complete argument list; `pointers[i]` points into `slots[i]` (heap
-/// storage, so moving the list keeps them valid).
-struct ArgumentList {
-  std::vector<ArgumentSlot> slots;
-  std::vector<void*> pointers;
-};
 
 struct InputSet {
   std::vector<DeviceBuffer> buffers;  // one per input argument
@@ -58,39 +48,6 @@ std::int64_t checked_bytes(const BoundArgument& bound) {
   return bound.element_count * static_cast<std::int64_t>(size);
 }
 
-void store_scalar(const BoundArgument& bound, ArgumentSlot& slot) {
-  const Argument& argument = *bound.argument;
-  double value = bound.scalar;
-  auto integral = [&](double lo, double hi) {
-    if (!std::isfinite(value) || value != std::floor(value) || value < lo || value > hi)
-      throw InputError(argument.where,
-                       fmt::format("scalar '{}' of type {} evaluates to {}, not a representable integer",
-                                   argument.name, element_type_name(argument.type), value));
-  };
-  switch (argument.type) {
-    case ElementType::float32: {
-      float v = static_cast<float>(value);
-      std::memcpy(slot.bytes, &v, sizeof v);
-      break;
-    }
-    case ElementType::float64:
-      std::memcpy(slot.bytes, &value, sizeof value);
-      break;
-    case ElementType::int32: {
-      integral(std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max());
-      auto v = static_cast<std::int32_t>(value);
-      std::memcpy(slot.bytes, &v, sizeof v);
-      break;
-    }
-    case ElementType::int64: {
-      integral(-9007199254740992.0, 9007199254740992.0);
-      auto v = static_cast<std::int64_t>(value);
-      std::memcpy(slot.bytes, &v, sizeof v);
-      break;
-    }
-  }
-}
-
 }  // namespace
 
 struct Workload::Impl {
@@ -100,9 +57,9 @@ struct Workload::Impl {
   Tolerance tolerance;
   WorkloadOptions options;
   std::vector<BoundArgument> bound;
+  ArgumentLayout layout;                    // what each launch argument receives
   std::vector<std::size_t> input_indices;   // into bound
   std::vector<std::size_t> output_indices;  // into bound
-  std::vector<std::size_t> workspace_indices;  // into bound
   std::vector<DeviceBuffer> outputs;        // one per output argument
   std::vector<std::vector<DeviceBuffer>> references;  // [validation set][output]
   std::vector<InputSet> sets;
@@ -112,34 +69,13 @@ struct Workload::Impl {
   std::int64_t device_bytes = 0;
   std::uint32_t flush_counter = 0;
 
+  /// Workspaces stay null until a candidate whose prologue runs installs
+  /// its own (set_workspace); the reference always gets null.
   ArgumentList make_arguments(const std::vector<DeviceBuffer>& inputs,
                               const std::vector<void*>& output_pointers) const {
-    ArgumentList list;
-    list.slots.assign(bound.size(), ArgumentSlot{});
-    list.pointers.assign(bound.size(), nullptr);
-    std::size_t input = 0, output = 0;
-    for (std::size_t i = 0; i < bound.size(); ++i) {
-      void* device_pointer = nullptr;
-      switch (bound[i].argument->role) {
-        case ArgumentRole::input:
-          device_pointer = inputs[input++].get();
-          std::memcpy(list.slots[i].bytes, &device_pointer, sizeof device_pointer);
-          break;
-        case ArgumentRole::output:
-          device_pointer = output_pointers[output++];
-          std::memcpy(list.slots[i].bytes, &device_pointer, sizeof device_pointer);
-          break;
-        case ArgumentRole::scalar:
-          store_scalar(bound[i], list.slots[i]);
-          break;
-        case ArgumentRole::workspace:
-          // Null until a candidate whose prologue runs installs its buffer
-          // (set_workspace); the reference always gets null.
-          break;
-      }
-      list.pointers[i] = list.slots[i].bytes;
-    }
-    return list;
+    std::vector<void*> input_pointers;
+    for (const DeviceBuffer& buffer : inputs) input_pointers.push_back(buffer.get());
+    return ArgumentList(layout, input_pointers, output_pointers);
   }
 
   void fill(void* data, ElementType type, std::uint64_t n, std::uint64_t key) {
@@ -204,7 +140,7 @@ void Workload::Impl::compute_reference(const SearchSpace& space, const Shape& sh
       bool timed = s == 0 && l == 1;
       if (timed) start.record(*stream);
       int code = kernel.launch(geometry.grid, geometry.block, geometry.shared_bytes,
-                               arguments.pointers.data(), *stream);
+                               arguments.pointers(), *stream);
       if (code != 0) {
         cuda_take_last_error();
         if (cuda_error_is_sticky(code)) throw CudaError(code, "launch of the reference kernel", __FILE__, __LINE__);
@@ -244,14 +180,13 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
   // Everything that needs no GPU is checked first, so a bad space says so
   // even on a machine without one.
   w.bound = space.bind_arguments(shape);
+  w.layout = workload_layout(w.bound);
   std::int64_t input_bytes = 0, output_bytes = 0, reference_bytes = 0;
   for (std::size_t i = 0; i < w.bound.size(); ++i) {
     const Argument& argument = *w.bound[i].argument;
     if (argument.role == ArgumentRole::scalar) continue;
-    if (argument.role == ArgumentRole::workspace) {
-      w.workspace_indices.push_back(i);
-      continue;  // the evaluator allocates it, per candidate whose prologue runs
-    }
+    // The evaluator allocates a workspace, per candidate whose prologue runs.
+    if (argument.role == ArgumentRole::workspace) continue;
     std::int64_t bytes = checked_bytes(w.bound[i]);
     if (argument.role == ArgumentRole::input) {
       w.input_indices.push_back(i);
@@ -338,7 +273,7 @@ const Tolerance& Workload::tolerance() const { return impl_->tolerance; }
 std::uint64_t Workload::seed() const { return impl_->options.seed; }
 int Workload::input_sets() const { return static_cast<int>(impl_->sets.size()); }
 int Workload::validation_sets() const { return impl_->options.validation_sets; }
-void** Workload::arguments(int set) { return impl_->sets.at(static_cast<std::size_t>(set)).arguments.pointers.data(); }
+void** Workload::arguments(int set) { return impl_->sets.at(static_cast<std::size_t>(set)).arguments.pointers(); }
 std::int64_t Workload::flush_bytes() const { return static_cast<std::int64_t>(impl_->flush.bytes()); }
 double Workload::reference_us() const { return impl_->reference_us; }
 std::int64_t Workload::device_bytes() const { return impl_->device_bytes; }
@@ -380,22 +315,16 @@ void Workload::flush_l2() {
   w.support->flush_l2(w.flush.get(), w.flush.bytes() / 4, ++w.flush_counter, *w.stream);
 }
 
-std::vector<std::int64_t> Workload::workspace_bytes() const {
-  std::vector<std::int64_t> out;
-  for (std::size_t index : impl_->workspace_indices)
-    out.push_back(impl_->bound[index].element_count *
-                  static_cast<std::int64_t>(element_size(impl_->bound[index].argument->type)));
-  return out;
+ArgumentLayout workload_layout(const std::vector<BoundArgument>& bound) {
+  ArgumentLayout layout = layout_arguments(bound);
+  if (!layout.ok()) throw InputError(layout.refusal);
+  return layout;
 }
 
+std::vector<std::int64_t> Workload::workspace_bytes() const { return workspace_sizes(impl_->bound); }
+
 void Workload::set_workspace(const std::vector<void*>& pointers) {
-  Impl& w = *impl_;
-  if (pointers.size() != w.workspace_indices.size())
-    throw EnvironmentError(fmt::format("set_workspace: {} pointers for {} workspace arguments",
-                                       pointers.size(), w.workspace_indices.size()));
-  for (InputSet& set : w.sets)
-    for (std::size_t k = 0; k < pointers.size(); ++k)
-      std::memcpy(set.arguments.slots[w.workspace_indices[k]].bytes, &pointers[k], sizeof(void*));
+  for (InputSet& set : impl_->sets) set.arguments.set_workspaces(pointers);
 }
 
 std::optional<std::string> tolerance_failure(const ValidationStats& stats, const Tolerance& tolerance) {

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/cuda.h"
+#include "core/launch_plan.h"
 #include "tuner/evaluator.h"
 #include "core/space.h"
 #include "tuner/support_kernels.h"
@@ -77,6 +78,12 @@ class Workload {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+/// The argument layout of a workload whose arguments are `bound`: every
+/// config's at that shape (scalars depend on the shape alone).  Throws
+/// InputError with the layout's refusal when a scalar cannot be passed: no
+/// config can run that shape.
+ArgumentLayout workload_layout(const std::vector<BoundArgument>& bound);
 
 /// Whether `stats` meets `tolerance`: finite everywhere, relative L2 and (if
 /// set) max abs within bounds.  Returns the reason when not.
