@@ -1,7 +1,8 @@
 // Support kernels of the evaluator (compiled at run time with NVRTC for the
 // GPU at hand, no headers): random normal inputs, NaN poison, comparison with
-// the float64 reference, L2 flush, and the empty kernel that gives the timing
-// floor.  Everything here is deterministic: the same seed gives the same
+// the float64 reference, L2 flush, the empty kernel that gives the timing
+// floor, and the memory-integrity checks of validation (guard patterns,
+// bitwise comparison of inputs with their pristine copies).  Everything here is deterministic: the same seed gives the same
 // inputs, and the comparison reduces in a fixed order.
 
 // Number of blocks and threads of every comparison; fixed so that the order
@@ -147,4 +148,69 @@ extern "C" __global__ void mlatune_reduce_partials(const double* partials, unsig
     sums[4] += partials[b * MLATUNE_PARTIALS + 4];
   }
   for (int k = 0; k < MLATUNE_PARTIALS; ++k) result[k] = sums[k];
+}
+
+// ---- Memory integrity during validation (tuner/guarded_buffer.h) ----------
+// A changed byte is found by comparing words; the counts and the lowest
+// changed position land in two 64-bit counters (atomics: their totals do not
+// depend on the order of the blocks).
+
+__device__ __forceinline__ void mlatune_tally(u64 changed, u64 first, u64* total, u64* lowest) {
+  if (changed == 0) return;
+  atomicAdd(total, changed);
+  atomicMin(lowest, first);
+}
+
+// Writes the guard pattern over `n` words.
+extern "C" __global__ void mlatune_fill_guard(unsigned* words, u64 n, unsigned pattern) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    words[i] = pattern;
+}
+
+// Counts the bytes of `n` words that differ from the pattern; `lowest` gets
+// the byte offset (from `words`) of the first one.
+extern "C" __global__ void mlatune_check_guard(const unsigned* words, u64 n, unsigned pattern,
+                                               u64* total, u64* lowest) {
+  u64 changed = 0, first = ~0ull;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    unsigned difference = words[i] ^ pattern;
+    if (difference == 0) continue;
+    // The GPU is little-endian: byte b of the word holds bits 8b..8b+7.
+    for (unsigned b = 0; b < 4; ++b) {
+      if (((difference >> (8 * b)) & 0xffu) == 0) continue;
+      ++changed;
+      first = min(first, 4 * i + b);
+    }
+  }
+  mlatune_tally(changed, first, total, lowest);
+}
+
+// Counts the elements (4 or 8 bytes) that differ bit for bit between `a`
+// and `b`; `lowest` gets the index of the first one.
+template <typename T>
+__device__ void mlatune_diff(const T* a, const T* b, u64 n, u64* total, u64* lowest) {
+  u64 changed = 0, first = ~0ull;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    if (a[i] == b[i]) continue;
+    ++changed;
+    first = min(first, i);
+  }
+  mlatune_tally(changed, first, total, lowest);
+}
+
+extern "C" __global__ void mlatune_diff_u32(const unsigned* a, const unsigned* b, u64 n, u64* total,
+                                            u64* lowest) {
+  mlatune_diff(a, b, n, total, lowest);
+}
+
+extern "C" __global__ void mlatune_diff_u64(const u64* a, const u64* b, u64 n, u64* total,
+                                            u64* lowest) {
+  mlatune_diff(a, b, n, total, lowest);
+}
+
+// Copies a float32 output into float64, so that a second run can be compared
+// with the first by the same comparison kernels as with the reference.
+extern "C" __global__ void mlatune_widen_f32(const float* in, double* out, u64 n) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    out[i] = (double)in[i];
 }

@@ -43,8 +43,8 @@ Built build(const SearchSpace& space, const Config& config, const Shape& shape,
   Candidate candidate;
   candidate.label = space.config_string(config);
   candidate.cubin = std::move(cubin.cubin);
-  candidate.entry = space.kernel().entry;
-  candidate.geometry = space.geometry(config, shape);
+  // Entry, geometry, and the prologue and workspace where the config has one.
+  describe_launch(space, config, shape, candidate);
   built.candidate = std::move(candidate);
   return built;
 }
@@ -92,11 +92,16 @@ TEST(GpuEvaluator, FaultsAreRecordedAndCorrectConfigsAroundThemMeasured) {
               info.floor.median_us, worker.step_timeout_s());
 
   // Each fault between correct configs: THREADS alternates so that the
-  // correct ones are different cubins.
+  // correct ones are different cubins.  A correct config right after a fault
+  // that changed an input or a guard also shows that the damage was undone.
   struct Step {
     std::string config;
     Outcome expected;
     std::string reason_contains;
+    // For wrong results: the max abs error against the reference, which
+    // says what caught the fault (0: the output itself was right).
+    double max_abs = 0.0;
+    double max_abs_within = 0.0;
   };
   const std::vector<Step> steps = {
       {"MODE=correct,THREADS=256", Outcome::ok, ""},
@@ -106,16 +111,37 @@ TEST(GpuEvaluator, FaultsAreRecordedAndCorrectConfigsAroundThemMeasured) {
       {"MODE=correct,THREADS=256", Outcome::ok, ""},
       {"MODE=hang,THREADS=256", Outcome::timeout, "no progress"},
       {"MODE=correct,THREADS=128", Outcome::ok, ""},
-      {"MODE=off_by_1e3,THREADS=256", Outcome::wrong_result, "max abs error"},
+      {"MODE=off_by_1e3,THREADS=256", Outcome::wrong_result, "max abs error", 1e-3, 2e-4},
       {"MODE=correct,THREADS=256", Outcome::ok, ""},
       {"MODE=too_much_smem,THREADS=256", Outcome::launch_error, "shared memory"},
       {"MODE=correct,THREADS=128", Outcome::ok, ""},
+      {"MODE=past_end,THREADS=256", Outcome::wrong_result,
+       "input set 1: wrote 4 bytes past the end of out (first changed byte at +0)", 0.0, 1e-6},
+      {"MODE=correct,THREADS=128", Outcome::ok, ""},
+      {"MODE=before_start,THREADS=256", Outcome::wrong_result,
+       "input set 1: wrote 4 bytes before the start of out (first changed byte at -4)", 0.0, 1e-6},
+      {"MODE=correct,THREADS=256", Outcome::ok, ""},
+      {"MODE=overwrites_b,THREADS=128", Outcome::wrong_result,
+       "input set 1: overwrote input b (first changed element 17; 1 of 65536 elements changed)", 0.0,
+       1e-6},
+      {"MODE=correct,THREADS=256", Outcome::ok, ""},
+      {"MODE=overwrites_b,THREADS=256", Outcome::wrong_result, "overwrote input b (first changed element 17",
+       0.0, 1e-6},
+      {"MODE=staged,THREADS=256", Outcome::ok, ""},
+      {"MODE=workspace_past_end,THREADS=256", Outcome::wrong_result,
+       "input set 1: wrote 4 bytes past the end of ws (first changed byte at +0)", 0.0, 1e-6},
+      {"MODE=staged,THREADS=128", Outcome::ok, ""},
+      {"MODE=nondeterministic,THREADS=256", Outcome::wrong_result,
+       "nondeterministic: input set 1, run 2 differs from run 1: max abs error", 6e-5, 1e-5},
+      {"MODE=correct,THREADS=128", Outcome::ok, ""},
+      {"MODE=last_bit_jitter,THREADS=256", Outcome::ok, ""},
+      {"MODE=correct,THREADS=256", Outcome::ok, ""},
   };
   for (const Step& step : steps) {
     Built built = build(space, config(space, step.config), shape, info.device.arch());
     ASSERT_TRUE(built.candidate) << step.config << ":\n" << built.log;
     EvaluationResult result = worker.evaluate(*built.candidate);
-    std::printf("%-32s %s\n", step.config.c_str(), describe(result).c_str());
+    std::printf("%-36s %s\n", step.config.c_str(), describe(result).c_str());
     EXPECT_EQ(result.outcome, step.expected) << step.config << ": " << describe(result);
     EXPECT_NE(result.reason.find(step.reason_contains), std::string::npos)
         << step.config << ": " << result.reason;
@@ -128,12 +154,13 @@ TEST(GpuEvaluator, FaultsAreRecordedAndCorrectConfigsAroundThemMeasured) {
       EXPECT_GE(result.timing->median_us, info.floor.min_us);
     }
     if (step.expected == Outcome::wrong_result) {
-      // The error figures are kept with the failure: one element off by 1e-3.
-      ASSERT_TRUE(result.validation);
-      EXPECT_FALSE(result.validation->passed);
-      EXPECT_NEAR(result.validation->max_abs, 1e-3, 2e-4);
-      EXPECT_LT(result.validation->relative_l2, 1e-5);  // caught by max abs alone
-      EXPECT_EQ(result.validation->nonfinite, 0u);
+      // The error figures are kept with the failure.
+      ASSERT_TRUE(result.validation) << step.config;
+      EXPECT_FALSE(result.validation->passed) << step.config;
+      EXPECT_NEAR(result.validation->max_abs, step.max_abs, step.max_abs_within) << step.config;
+      EXPECT_LT(result.validation->relative_l2, 1e-5) << step.config;  // never the L2 bound
+      EXPECT_EQ(result.validation->nonfinite, 0u) << step.config;
+      EXPECT_FALSE(result.timing) << step.config;
     }
   }
   // out_of_bounds, trap and hang each cost one worker.

@@ -9,6 +9,7 @@
 
 #include "core/cuda.h"
 #include "core/launch_issue.h"
+#include "tuner/guarded_buffer.h"
 #include "tuner/workload.h"
 
 namespace mlatune {
@@ -83,7 +84,8 @@ struct CandidateKernels {
   }
 };
 
-/// A candidate's workspace buffers (none without a prologue).  install()
+/// A candidate's workspace buffers (none without a prologue), each between
+/// guards that the workload checks after every validation launch.  install()
 /// points the workload's argument lists at them; on destruction they point
 /// at null again, so no later launch sees freed memory.
 class WorkspaceLease {
@@ -96,12 +98,13 @@ class WorkspaceLease {
                                          "workspace arguments",
                                          bytes.size(), count_));
     for (std::int64_t b : bytes)
-      buffers_.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(b, 4)));
+      buffers_.emplace_back(guard_layout(static_cast<std::size_t>(std::max<std::int64_t>(b, 4))),
+                            workload.support(), workload.stream());
   }
   ~WorkspaceLease() {
     if (count_ == 0) return;
     try {
-      workload_.set_workspace(std::vector<void*>(count_, nullptr));
+      workload_.set_workspace(std::vector<const GuardedBuffer*>(count_, nullptr));
     } catch (...) {
       // set_workspace throws only for a count mismatch, and count_ is the workload's own.
     }
@@ -111,21 +114,37 @@ class WorkspaceLease {
 
   void install() const {
     if (count_ == 0) return;
-    std::vector<void*> pointers(count_, nullptr);
-    for (std::size_t k = 0; k < buffers_.size(); ++k) pointers[k] = buffers_[k].get();
-    workload_.set_workspace(pointers);
+    std::vector<const GuardedBuffer*> installed(count_, nullptr);
+    for (std::size_t k = 0; k < buffers_.size(); ++k) installed[k] = &buffers_[k];
+    workload_.set_workspace(installed);
   }
   /// Writes NaN over every buffer: a main kernel that reads what its
   /// prologue did not write fails validation.
   void poison(const SupportKernels& support, const Stream& stream) const {
-    for (const DeviceBuffer& b : buffers_) support.poison_f32(b.get(), b.bytes() / 4, stream);
+    for (const GuardedBuffer& b : buffers_) support.poison_f32(b.data(), b.bytes() / 4, stream);
   }
 
  private:
   Workload& workload_;
   std::size_t count_;
-  std::vector<DeviceBuffer> buffers_;
+  std::vector<GuardedBuffer> buffers_;
 };
+
+/// Launches per validation input set: a second run with the same input must
+/// give the same output (within the tolerance), or the kernel races.
+constexpr int validation_runs = 2;
+
+/// Folds one launch's errors into the worst seen so far.
+void merge_worst(ValidationStats& worst, const ValidationStats& stats, bool first) {
+  if (first) {
+    worst = stats;
+    return;
+  }
+  worst.relative_l2 = std::max(worst.relative_l2, stats.relative_l2);
+  worst.max_abs = std::max(worst.max_abs, stats.max_abs);
+  worst.nonfinite = std::max(worst.nonfinite, stats.nonfinite);
+  worst.passed = worst.passed && stats.passed;
+}
 
 /// About 50 µs at Hopper clocks: longer than the host needs to queue events
 /// and a launch, short against the timing budget.
@@ -329,31 +348,48 @@ class Evaluator::Impl {
     workspace.install();
 
     // Validation; these launches are also the warm-up, kept out of the timing.
+    // Each input set runs validation_runs times; after every launch the
+    // guards and inputs are checked, and every run after the first must
+    // agree with the first within the tolerance.
+    workload_.restore_integrity();
     ValidationStats worst;
     std::string failure_reason;
     const Stream& stream = workload_.stream();
     for (int set = 0; set < workload_.validation_sets(); ++set) {
-      workload_.poison_outputs();
-      workspace.poison(workload_.support(), stream);
-      LaunchStatus status = kernels.sequence.issue(workload_.arguments(set), stream.get());
-      if (!status.ok()) return fail(status, "the GPU refused the launch");
-      stream.synchronize();
-      if (progress) progress();
-      ValidationStats stats = workload_.compare(set);
-      if (!stats.passed && failure_reason.empty()) {
-        failure_reason = fmt::format("input set {}: {}", set + 1,
-                                     *tolerance_failure(stats, workload_.tolerance()));
+      for (int run = 0; run < validation_runs; ++run) {
+        workload_.poison_outputs();
+        workspace.poison(workload_.support(), stream);
+        LaunchStatus status = kernels.sequence.issue(workload_.arguments(set), stream.get());
+        if (!status.ok()) return fail(status, "the GPU refused the launch");
+        stream.synchronize();
+        if (progress) progress();
+        std::optional<std::string> trespass = workload_.check_integrity(set);
+        ValidationStats stats = workload_.compare(set);
+        merge_worst(worst, stats, set == 0 && run == 0);
+        worst.input_sets = set + 1;
+        if (trespass) {
+          // Memory outside the outputs was written: nothing else matters.
+          worst.passed = false;
+          result.validation = worst;
+          result.outcome = Outcome::wrong_result;
+          result.reason = fmt::format("input set {}: {}", set + 1, *trespass);
+          return;
+        }
+        if (!stats.passed && failure_reason.empty())
+          failure_reason = fmt::format("input set {}: {}", set + 1,
+                                       *tolerance_failure(stats, workload_.tolerance()));
+        if (run == 0) {
+          workload_.keep_outputs();
+          continue;
+        }
+        ValidationStats again = workload_.compare_with_kept();
+        if (!again.passed && failure_reason.empty())
+          failure_reason = fmt::format("nondeterministic: input set {}, run {} differs from run 1: {}",
+                                       set + 1, run + 1,
+                                       *tolerance_failure(again, workload_.tolerance()));
       }
-      if (set == 0) {
-        worst = stats;
-      } else {
-        worst.relative_l2 = std::max(worst.relative_l2, stats.relative_l2);
-        worst.max_abs = std::max(worst.max_abs, stats.max_abs);
-        worst.nonfinite = std::max(worst.nonfinite, stats.nonfinite);
-        worst.passed = worst.passed && stats.passed;
-      }
-      worst.input_sets = set + 1;
     }
+    worst.passed = failure_reason.empty();
     result.validation = worst;
     if (!worst.passed) {
       result.outcome = Outcome::wrong_result;

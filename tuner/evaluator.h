@@ -1,6 +1,8 @@
 // The evaluator: runs one compiled candidate on the GPU against a Workload,
 // checks every output element against the float64 reference on two input
-// sets, and times it with CUDA events under a stated cache method.
+// sets (each run twice: the runs must agree), checks after every validation
+// launch that nothing outside the outputs was written (guards, inputs), and
+// times it with CUDA events under a stated cache method.
 //
 // The types at the top (ValidationStats, Candidate, EvaluationResult; timing
 // in tuner/timing.h) carry no CUDA and travel between the tuner and the worker
@@ -85,7 +87,8 @@ class Evaluator {
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
 
-  /// Loads, validates (two input sets) and times `candidate`.  A refused
+  /// Loads, validates (two input sets, two runs each, memory integrity after
+  /// every launch) and times `candidate`.  A refused
   /// launch, a wrong result or a sticky CUDA error is a result; `progress` is
   /// called after each step that synchronized with the GPU (the worker turns
   /// it into a heartbeat).  With an active `cutoff`, timing ends early once

@@ -54,6 +54,11 @@ SupportKernels::SupportKernels(const DeviceProperties& device) {
   reduce_ = LoadedKernel(build.cubin, "mlatune_reduce_partials");
   empty_ = LoadedKernel(build.cubin, "mlatune_empty");
   spin_ = LoadedKernel(build.cubin, "mlatune_spin");
+  fill_guard_ = LoadedKernel(build.cubin, "mlatune_fill_guard");
+  check_guard_ = LoadedKernel(build.cubin, "mlatune_check_guard");
+  diff_u32_ = LoadedKernel(build.cubin, "mlatune_diff_u32");
+  diff_u64_ = LoadedKernel(build.cubin, "mlatune_diff_u64");
+  widen_f32_ = LoadedKernel(build.cubin, "mlatune_widen_f32");
   // Enough blocks to fill every multiprocessor several times over; the
   // element loops are grid-strided, so any count is correct.
   grid_limit_ = std::max(1, device.multiprocessors * 8);
@@ -108,6 +113,72 @@ void SupportKernels::flush_l2(void* data, std::uint64_t words, std::uint32_t val
                               const Stream& stream) const {
   void* args[] = {&data, &words, &value};
   launch_elementwise(flush_, words, args, stream);
+}
+
+void SupportKernels::fill_guard(void* data, std::uint64_t words, std::uint32_t pattern,
+                                const Stream& stream) const {
+  unsigned value = pattern;
+  void* args[] = {&data, &words, &value};
+  launch_elementwise(fill_guard_, words, args, stream);
+}
+
+void SupportKernels::check_guard(const void* data, std::uint64_t words, std::uint32_t pattern,
+                                 const Tallies& tallies, std::size_t slot,
+                                 const Stream& stream) const {
+  unsigned value = pattern;
+  std::uint64_t* total = tallies.changed(slot);
+  std::uint64_t* lowest = tallies.first(slot);
+  void* args[] = {&data, &words, &value, &total, &lowest};
+  launch_elementwise(check_guard_, words, args, stream);
+}
+
+void SupportKernels::diff(const void* a, const void* b, std::uint64_t elements,
+                          std::size_t element_size, const Tallies& tallies, std::size_t slot,
+                          const Stream& stream) const {
+  if (element_size != 4 && element_size != 8)
+    throw EnvironmentError(fmt::format("diff: elements of {} bytes (4 or 8 expected)", element_size));
+  std::uint64_t* total = tallies.changed(slot);
+  std::uint64_t* lowest = tallies.first(slot);
+  void* args[] = {&a, &b, &elements, &total, &lowest};
+  launch_elementwise(element_size == 4 ? diff_u32_ : diff_u64_, elements, args, stream);
+}
+
+void SupportKernels::widen_f32(const void* in, void* out, std::uint64_t n, const Stream& stream) const {
+  void* args[] = {&in, &out, &n};
+  launch_elementwise(widen_f32_, n, args, stream);
+}
+
+Tallies::Tallies(std::size_t slots)
+    : buffer_(std::max<std::size_t>(slots, 1) * 2 * sizeof(std::uint64_t)), slots_(slots) {}
+
+std::uint64_t* Tallies::changed(std::size_t slot) const {
+  if (slot >= slots_) throw EnvironmentError(fmt::format("tally slot {} of {}", slot, slots_));
+  return static_cast<std::uint64_t*>(buffer_.get()) + slot;
+}
+
+std::uint64_t* Tallies::first(std::size_t slot) const {
+  if (slot >= slots_) throw EnvironmentError(fmt::format("tally slot {} of {}", slot, slots_));
+  return static_cast<std::uint64_t*>(buffer_.get()) + slots_ + slot;
+}
+
+void Tallies::reset(const Stream& stream) const {
+  if (slots_ == 0) return;
+  auto s = static_cast<cudaStream_t>(stream.get());
+  auto* base = static_cast<std::uint64_t*>(buffer_.get());
+  MLATUNE_CUDA(cudaMemsetAsync(base, 0, slots_ * sizeof(std::uint64_t), s));
+  // All bits set: UINT64_MAX, what atomicMin lowers.
+  MLATUNE_CUDA(cudaMemsetAsync(base + slots_, 0xff, slots_ * sizeof(std::uint64_t), s));
+}
+
+std::vector<Tally> Tallies::read(const Stream& stream) const {
+  std::vector<Tally> out(slots_);
+  if (slots_ == 0) return out;
+  std::vector<std::uint64_t> host(2 * slots_);
+  MLATUNE_CUDA(cudaMemcpyAsync(host.data(), buffer_.get(), host.size() * sizeof(std::uint64_t),
+                               cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream.get())));
+  stream.synchronize();
+  for (std::size_t i = 0; i < slots_; ++i) out[i] = Tally{host[i], host[slots_ + i]};
+  return out;
 }
 
 void SupportKernels::spin(std::int64_t cycles, const Stream& stream) const {

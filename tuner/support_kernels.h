@@ -45,6 +45,34 @@ struct ComparisonSums {
   std::uint64_t nonfinite_reference = 0;
 };
 
+/// What one integrity check found: how many bytes (of a guard) or elements
+/// (of an input) changed, and the lowest offset or index that did.
+struct Tally {
+  std::uint64_t changed = 0;
+  std::uint64_t first = UINT64_MAX;  // UINT64_MAX when nothing changed
+};
+
+/// Device-side counters for several integrity checks at once: each check
+/// writes its slot, and one read brings every slot back (one copy, one
+/// synchronization per validation launch, however large the buffers).
+class Tallies {
+ public:
+  Tallies() = default;
+  explicit Tallies(std::size_t slots);
+  std::size_t slots() const { return slots_; }
+  /// Zeroes every count and sets every `first` to UINT64_MAX (asynchronous).
+  void reset(const Stream& stream) const;
+  /// Device addresses of slot `slot`'s two counters.
+  std::uint64_t* changed(std::size_t slot) const;
+  std::uint64_t* first(std::size_t slot) const;
+  /// Every slot, after the checks queued on `stream` (synchronizes).
+  std::vector<Tally> read(const Stream& stream) const;
+
+ private:
+  DeviceBuffer buffer_;  // slots_ counts, then slots_ firsts
+  std::size_t slots_ = 0;
+};
+
 /// The support kernels, loaded in the current context.  Every launch goes
 /// to `stream` and is checked; none synchronizes except compare().
 class SupportKernels {
@@ -63,6 +91,18 @@ class SupportKernels {
   /// + compare_partials doubles.  Synchronizes `stream`.
   ComparisonSums compare(const void* out, bool out_is_f32, const void* ref, std::uint64_t n,
                          void* scratch, const Stream& stream) const;
+  /// Writes `pattern` into `words` 32-bit words at `data`.
+  void fill_guard(void* data, std::uint64_t words, std::uint32_t pattern, const Stream& stream) const;
+  /// Counts the bytes of `words` words at `data` that differ from `pattern`
+  /// into slot `slot` of `tallies` (first = byte offset from `data`).
+  void check_guard(const void* data, std::uint64_t words, std::uint32_t pattern,
+                   const Tallies& tallies, std::size_t slot, const Stream& stream) const;
+  /// Counts the elements of `element_size` bytes (4 or 8) that differ bit for
+  /// bit between `a` and `b` into slot `slot` (first = element index).
+  void diff(const void* a, const void* b, std::uint64_t elements, std::size_t element_size,
+            const Tallies& tallies, std::size_t slot, const Stream& stream) const;
+  /// out[i] = (double)in[i] for `n` float32 elements.
+  void widen_f32(const void* in, void* out, std::uint64_t n, const Stream& stream) const;
   /// One thread spinning for about `cycles` clocks (no memory traffic).
   void spin(std::int64_t cycles, const Stream& stream) const;
   /// The empty kernel, whose time is the floor of every measurement.
@@ -73,7 +113,8 @@ class SupportKernels {
                           const Stream& stream) const;
   int grid_limit_ = 1;
   LoadedKernel fill_f32_, fill_f64_, fill_i32_, fill_i64_, poison_f32_, poison_f64_, flush_,
-      compare_f32_, compare_f64_, reduce_, empty_, spin_;
+      compare_f32_, compare_f64_, reduce_, empty_, spin_, fill_guard_, check_guard_, diff_u32_,
+      diff_u64_, widen_f32_;
 };
 
 }  // namespace mlatune

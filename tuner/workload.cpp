@@ -31,8 +31,15 @@ std::string bytes_text(std::int64_t bytes) {
 }
 
 struct InputSet {
-  std::vector<DeviceBuffer> buffers;  // one per input argument
+  std::vector<GuardedBuffer> buffers;  // one per input argument; guarded in validation sets
+  std::vector<DeviceBuffer> pristine;  // validation sets only: the inputs as filled
   ArgumentList arguments;
+};
+
+/// A buffer whose guards check_integrity() reads, and the name it reports.
+struct Watched {
+  std::string_view name;
+  const GuardedBuffer* buffer;
 };
 
 std::int64_t checked_bytes(const BoundArgument& bound) {
@@ -57,24 +64,28 @@ struct Workload::Impl {
   Tolerance tolerance;
   WorkloadOptions options;
   std::vector<BoundArgument> bound;
-  ArgumentLayout layout;                    // what each launch argument receives
   std::vector<std::size_t> input_indices;   // into bound
   std::vector<std::size_t> output_indices;  // into bound
-  std::vector<DeviceBuffer> outputs;        // one per output argument
+  std::vector<std::size_t> workspace_indices;  // into bound
+  ArgumentLayout layout;                    // what each launch argument receives
+  std::vector<GuardedBuffer> outputs;       // one per output argument
   std::vector<std::vector<DeviceBuffer>> references;  // [validation set][output]
+  std::vector<DeviceBuffer> kept;           // float64 copy of a first run's outputs
+  std::vector<const GuardedBuffer*> workspaces;  // installed by set_workspace; null for none
   std::vector<InputSet> sets;
   DeviceBuffer flush;
   DeviceBuffer scratch;
+  Tallies tallies;  // slots for one check_integrity()
   double reference_us = 0.0;
   std::int64_t device_bytes = 0;
   std::uint32_t flush_counter = 0;
 
   /// Workspaces stay null until a candidate whose prologue runs installs
   /// its own (set_workspace); the reference always gets null.
-  ArgumentList make_arguments(const std::vector<DeviceBuffer>& inputs,
+  ArgumentList make_arguments(const std::vector<GuardedBuffer>& inputs,
                               const std::vector<void*>& output_pointers) const {
     std::vector<void*> input_pointers;
-    for (const DeviceBuffer& buffer : inputs) input_pointers.push_back(buffer.get());
+    for (const GuardedBuffer& buffer : inputs) input_pointers.push_back(buffer.data());
     return ArgumentList(layout, input_pointers, output_pointers);
   }
 
@@ -99,6 +110,12 @@ struct Workload::Impl {
   }
 
   void compute_reference(const SearchSpace& space, const Shape& shape);
+  /// Allocates outputs, references and `set_count` filled input sets.
+  void allocate(int set_count);
+  /// The guarded buffers a launch on validation set `set` can reach.
+  std::vector<Watched> watched(int set) const;
+  void restore_input(int set, std::size_t input);
+  ValidationStats compare_with(const std::vector<const void*>& references);
 };
 
 void Workload::Impl::compute_reference(const SearchSpace& space, const Shape& shape) {
@@ -170,6 +187,36 @@ void Workload::Impl::compute_reference(const SearchSpace& space, const Shape& sh
   }
 }
 
+namespace {
+
+/// Device memory of a workload, by purpose (for the "does not fit" message).
+struct MemoryPlan {
+  int sets = 0;                    // input sets; the first validation_sets are guarded
+  std::int64_t input_bytes = 0;    // one input set, unguarded
+  std::int64_t guarded_input_bytes = 0;  // one validation input set with its guards
+  std::int64_t output_bytes = 0;   // outputs with their guards
+  std::int64_t reference_bytes = 0;  // float64 of every output: one per validation set, one kept
+  std::int64_t flush_bytes = 0;
+  std::int64_t scratch_bytes = 0;
+  int validation_sets = 0;
+
+  std::int64_t rotation_bytes() const { return (sets - validation_sets) * input_bytes; }
+  /// Guarded inputs and their pristine copies.
+  std::int64_t validation_input_bytes() const {
+    return validation_sets * (guarded_input_bytes + input_bytes);
+  }
+  std::int64_t total() const {
+    return rotation_bytes() + validation_input_bytes() + output_bytes +
+           (validation_sets + 1) * reference_bytes + flush_bytes + scratch_bytes;
+  }
+};
+
+std::int64_t guarded_bytes(std::int64_t bytes) {
+  return static_cast<std::int64_t>(guard_layout(static_cast<std::size_t>(bytes)).total);
+}
+
+}  // namespace
+
 Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& w = *impl_;
@@ -181,16 +228,20 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
   // even on a machine without one.
   w.bound = space.bind_arguments(shape);
   w.layout = workload_layout(w.bound);
-  std::int64_t input_bytes = 0, output_bytes = 0, reference_bytes = 0;
+  MemoryPlan plan;
+  plan.validation_sets = options.validation_sets;
   for (std::size_t i = 0; i < w.bound.size(); ++i) {
     const Argument& argument = *w.bound[i].argument;
     if (argument.role == ArgumentRole::scalar) continue;
-    // The evaluator allocates a workspace, per candidate whose prologue runs.
-    if (argument.role == ArgumentRole::workspace) continue;
+    if (argument.role == ArgumentRole::workspace) {
+      w.workspace_indices.push_back(i);
+      continue;  // the evaluator allocates it, per candidate whose prologue runs
+    }
     std::int64_t bytes = checked_bytes(w.bound[i]);
     if (argument.role == ArgumentRole::input) {
       w.input_indices.push_back(i);
-      input_bytes += bytes;
+      plan.input_bytes += bytes;
+      plan.guarded_input_bytes += guarded_bytes(bytes);
     } else {
       if (argument.type != ElementType::float32 && argument.type != ElementType::float64)
         throw InputError(argument.where,
@@ -198,8 +249,8 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
                                      "compared with the float64 reference",
                                      argument.name, element_type_name(argument.type)));
       w.output_indices.push_back(i);
-      output_bytes += bytes;
-      reference_bytes += w.bound[i].element_count * 8;
+      plan.output_bytes += guarded_bytes(bytes);
+      plan.reference_bytes += w.bound[i].element_count * 8;
     }
   }
   if (w.output_indices.empty())
@@ -210,58 +261,73 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
   w.device = probe.device;
   w.stream.emplace();
 
-  int sets = options.validation_sets;
-  if (options.cache == CacheMode::rotate && input_bytes > 0) {
+  plan.sets = options.validation_sets;
+  if (options.cache == CacheMode::rotate && plan.input_bytes > 0) {
     // Enough sets that one pass over them writes at least twice the L2.
-    std::int64_t needed = (2 * w.device.l2_bytes + input_bytes - 1) / input_bytes;
-    sets = static_cast<int>(std::clamp<std::int64_t>(needed, sets, 8192));
+    std::int64_t needed = (2 * w.device.l2_bytes + plan.input_bytes - 1) / plan.input_bytes;
+    plan.sets = static_cast<int>(std::clamp<std::int64_t>(needed, plan.sets, 8192));
   }
-  std::int64_t flush_bytes =
+  plan.flush_bytes =
       options.cache == CacheMode::cold ? ((2 * w.device.l2_bytes + 4095) / 4096) * 4096 : 0;
-  std::int64_t scratch_bytes = (compare_blocks + 1) * compare_partials * 8;
-  std::int64_t total = sets * input_bytes + output_bytes +
-                       options.validation_sets * reference_bytes + flush_bytes + scratch_bytes;
+  plan.scratch_bytes = (compare_blocks + 1) * compare_partials * 8;
   auto [free_bytes, total_bytes] = device_memory();
   // Keep a margin for the context, the candidates' code and their local memory.
   std::int64_t usable = free_bytes - std::min<std::int64_t>(free_bytes / 10, std::int64_t{1} << 30);
-  if (total > usable)
+  if (plan.total() > usable)
     throw InputError(fmt::format(
         "shape {} does not fit on {}: it needs {} of device memory ({} input set(s) of {}, "
-        "outputs {}, float64 references {}, L2 flush {}), but only {} of {} are free",
-        space.shape_string(shape), w.device.name, bytes_text(total), sets, bytes_text(input_bytes),
-        bytes_text(output_bytes), bytes_text(options.validation_sets * reference_bytes),
-        bytes_text(flush_bytes), bytes_text(free_bytes), bytes_text(total_bytes)));
-  w.device_bytes = total;
+        "validation inputs with guards and pristine copies {}, outputs with guards {}, float64 "
+        "references {}, L2 flush {}), but only {} of {} are free",
+        space.shape_string(shape), w.device.name, bytes_text(plan.total()), plan.sets,
+        bytes_text(plan.input_bytes), bytes_text(plan.validation_input_bytes()),
+        bytes_text(plan.output_bytes), bytes_text((plan.validation_sets + 1) * plan.reference_bytes),
+        bytes_text(plan.flush_bytes), bytes_text(free_bytes), bytes_text(total_bytes)));
+  w.device_bytes = plan.total();
 
   w.support = std::make_unique<SupportKernels>(w.device);
-  w.scratch = DeviceBuffer(static_cast<std::size_t>(scratch_bytes));
-  if (flush_bytes > 0) w.flush = DeviceBuffer(static_cast<std::size_t>(flush_bytes));
-
+  w.scratch = DeviceBuffer(static_cast<std::size_t>(plan.scratch_bytes));
+  if (plan.flush_bytes > 0) w.flush = DeviceBuffer(static_cast<std::size_t>(plan.flush_bytes));
+  w.allocate(plan.sets);
+  w.compute_reference(space, shape);
   std::vector<void*> output_pointers;
-  for (std::size_t index : w.output_indices) {
-    w.outputs.emplace_back(static_cast<std::size_t>(checked_bytes(w.bound[index])));
-    output_pointers.push_back(w.outputs.back().get());
-  }
-  w.references.resize(static_cast<std::size_t>(options.validation_sets));
-  for (auto& per_set : w.references)
-    for (std::size_t index : w.output_indices)
-      per_set.emplace_back(static_cast<std::size_t>(w.bound[index].element_count * 8));
+  for (const GuardedBuffer& output : w.outputs) output_pointers.push_back(output.data());
+  for (InputSet& set : w.sets) set.arguments = w.make_arguments(set.buffers, output_pointers);
+}
 
-  w.sets.resize(static_cast<std::size_t>(sets));
-  for (int s = 0; s < sets; ++s) {
-    InputSet& set = w.sets[static_cast<std::size_t>(s)];
-    for (std::size_t k = 0; k < w.input_indices.size(); ++k) {
-      const BoundArgument& b = w.bound[w.input_indices[k]];
-      set.buffers.emplace_back(static_cast<std::size_t>(checked_bytes(b)));
+void Workload::Impl::allocate(int set_count) {
+  tallies = Tallies(2 * output_indices.size() + 3 * input_indices.size() + 2 * workspace_indices.size());
+  workspaces.assign(workspace_indices.size(), nullptr);
+  for (std::size_t index : output_indices) {
+    auto n = static_cast<std::size_t>(bound[index].element_count);
+    outputs.emplace_back(guard_layout(n * element_size(bound[index].argument->type)), *support, *stream);
+    kept.emplace_back(n * 8);
+  }
+  references.resize(static_cast<std::size_t>(options.validation_sets));
+  for (auto& per_set : references)
+    for (std::size_t index : output_indices)
+      per_set.emplace_back(static_cast<std::size_t>(bound[index].element_count * 8));
+
+  sets.resize(static_cast<std::size_t>(set_count));
+  for (int s = 0; s < set_count; ++s) {
+    InputSet& set = sets[static_cast<std::size_t>(s)];
+    // Only validation launches are checked: the sets that timing alone
+    // reads (rotation) need neither guards nor pristine copies.
+    bool validated = s < options.validation_sets;
+    for (std::size_t k = 0; k < input_indices.size(); ++k) {
+      const BoundArgument& b = bound[input_indices[k]];
+      auto bytes = static_cast<std::size_t>(checked_bytes(b));
+      set.buffers.emplace_back(validated ? guard_layout(bytes) : unguarded_layout(bytes), *support,
+                               *stream);
       // One independent random stream per (seed, set, argument).
       std::uint64_t key = mix64(mix64(options.seed) ^ (static_cast<std::uint64_t>(s) << 20) ^ k);
-      w.fill(set.buffers.back().get(), b.argument->type, static_cast<std::uint64_t>(b.element_count),
-             key);
+      fill(set.buffers.back().data(), b.argument->type, static_cast<std::uint64_t>(b.element_count), key);
+      if (!validated) continue;
+      set.pristine.emplace_back(bytes);
+      MLATUNE_CUDA(cudaMemcpyAsync(set.pristine.back().get(), set.buffers.back().data(), bytes,
+                                   cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream->get())));
     }
   }
-  w.stream->synchronize();
-  w.compute_reference(space, shape);
-  for (InputSet& set : w.sets) set.arguments = w.make_arguments(set.buffers, output_pointers);
+  stream->synchronize();
 }
 
 Workload::~Workload() = default;
@@ -282,7 +348,7 @@ void Workload::poison_outputs() {
   Impl& w = *impl_;
   for (std::size_t k = 0; k < w.output_indices.size(); ++k) {
     const BoundArgument& b = w.bound[w.output_indices[k]];
-    w.poison(w.outputs[k].get(), b.argument->type, static_cast<std::uint64_t>(b.element_count));
+    w.poison(w.outputs[k].data(), b.argument->type, static_cast<std::uint64_t>(b.element_count));
   }
 }
 
@@ -290,14 +356,20 @@ ValidationStats Workload::compare(int set) {
   Impl& w = *impl_;
   if (set < 0 || set >= w.options.validation_sets)
     throw EnvironmentError(fmt::format("input set {} has no reference output", set));
+  std::vector<const void*> references;
+  for (const DeviceBuffer& reference : w.references[static_cast<std::size_t>(set)])
+    references.push_back(reference.get());
+  return w.compare_with(references);
+}
+
+ValidationStats Workload::Impl::compare_with(const std::vector<const void*>& expected) {
   ValidationStats stats;
   stats.input_sets = 1;
   double squared_difference = 0.0, squared_reference = 0.0;
-  for (std::size_t k = 0; k < w.output_indices.size(); ++k) {
-    const BoundArgument& b = w.bound[w.output_indices[k]];
+  for (std::size_t k = 0; k < output_indices.size(); ++k) {
+    const BoundArgument& b = bound[output_indices[k]];
     auto n = static_cast<std::uint64_t>(b.element_count);
-    ComparisonSums sums = w.compare_one(w.outputs[k].get(), b.argument->type,
-                                        w.references[static_cast<std::size_t>(set)][k].get(), n);
+    ComparisonSums sums = compare_one(outputs[k].data(), b.argument->type, expected[k], n);
     squared_difference += sums.squared_difference;
     squared_reference += sums.squared_reference;
     stats.max_abs = std::max(stats.max_abs, sums.max_abs);
@@ -305,8 +377,95 @@ ValidationStats Workload::compare(int set) {
     stats.elements += n;
   }
   stats.relative_l2 = std::sqrt(squared_difference / squared_reference);
-  stats.passed = !tolerance_failure(stats, w.tolerance).has_value();
+  stats.passed = !tolerance_failure(stats, tolerance).has_value();
   return stats;
+}
+
+void Workload::keep_outputs() {
+  Impl& w = *impl_;
+  for (std::size_t k = 0; k < w.output_indices.size(); ++k) {
+    const BoundArgument& b = w.bound[w.output_indices[k]];
+    auto n = static_cast<std::uint64_t>(b.element_count);
+    if (b.argument->type == ElementType::float32)
+      w.support->widen_f32(w.outputs[k].data(), w.kept[k].get(), n, *w.stream);
+    else
+      MLATUNE_CUDA(cudaMemcpyAsync(w.kept[k].get(), w.outputs[k].data(), n * 8, cudaMemcpyDeviceToDevice,
+                                   static_cast<cudaStream_t>(w.stream->get())));
+  }
+}
+
+ValidationStats Workload::compare_with_kept() {
+  Impl& w = *impl_;
+  std::vector<const void*> kept;
+  for (const DeviceBuffer& copy : w.kept) kept.push_back(copy.get());
+  return w.compare_with(kept);
+}
+
+std::vector<Watched> Workload::Impl::watched(int set) const {
+  std::vector<Watched> out;
+  for (std::size_t k = 0; k < output_indices.size(); ++k)
+    out.push_back({bound[output_indices[k]].argument->name, &outputs[k]});
+  for (std::size_t k = 0; k < input_indices.size(); ++k)
+    out.push_back({bound[input_indices[k]].argument->name, &sets[static_cast<std::size_t>(set)].buffers[k]});
+  for (std::size_t k = 0; k < workspace_indices.size(); ++k)
+    if (workspaces[k]) out.push_back({bound[workspace_indices[k]].argument->name, workspaces[k]});
+  return out;
+}
+
+void Workload::Impl::restore_input(int set, std::size_t input) {
+  const InputSet& inputs = sets[static_cast<std::size_t>(set)];
+  MLATUNE_CUDA(cudaMemcpyAsync(inputs.buffers[input].data(), inputs.pristine[input].get(),
+                               inputs.pristine[input].bytes(), cudaMemcpyDeviceToDevice,
+                               static_cast<cudaStream_t>(stream->get())));
+}
+
+void Workload::restore_integrity() {
+  Impl& w = *impl_;
+  for (int set = 0; set < w.options.validation_sets; ++set) {
+    for (const Watched& watched : w.watched(set)) watched.buffer->fill_guards(*w.support, *w.stream);
+    for (std::size_t k = 0; k < w.input_indices.size(); ++k) w.restore_input(set, k);
+  }
+}
+
+std::optional<std::string> Workload::check_integrity(int set) {
+  Impl& w = *impl_;
+  if (set < 0 || set >= w.options.validation_sets)
+    throw EnvironmentError(fmt::format("input set {} is not a validation set", set));
+  const InputSet& inputs = w.sets[static_cast<std::size_t>(set)];
+  std::vector<Watched> watched = w.watched(set);
+  // Slots: two per watched buffer (front and back guard), then one per input.
+  w.tallies.reset(*w.stream);
+  for (std::size_t i = 0; i < watched.size(); ++i)
+    watched[i].buffer->check_guards(*w.support, w.tallies, 2 * i, *w.stream);
+  const std::size_t first_input_slot = 2 * watched.size();
+  for (std::size_t k = 0; k < w.input_indices.size(); ++k) {
+    const BoundArgument& b = w.bound[w.input_indices[k]];
+    w.support->diff(inputs.buffers[k].data(), inputs.pristine[k].get(),
+                    static_cast<std::uint64_t>(b.element_count), element_size(b.argument->type),
+                    w.tallies, first_input_slot + k, *w.stream);
+  }
+  std::vector<Tally> found = w.tallies.read(*w.stream);
+
+  // Whatever changed is put back, so the candidates after this one are not
+  // judged on (or fed) what this one left behind.
+  std::vector<std::string> damage;
+  for (std::size_t k = 0; k < w.input_indices.size(); ++k) {
+    const BoundArgument& b = w.bound[w.input_indices[k]];
+    auto text = input_damage(b.argument->name, found[first_input_slot + k],
+                             static_cast<std::uint64_t>(b.element_count));
+    if (!text) continue;
+    damage.push_back(std::move(*text));
+    w.restore_input(set, k);
+  }
+  for (std::size_t i = 0; i < watched.size(); ++i) {
+    auto text = guard_damage(watched[i].name, watched[i].buffer->layout(), found[2 * i], found[2 * i + 1]);
+    if (!text) continue;
+    damage.push_back(std::move(*text));
+    watched[i].buffer->fill_guards(*w.support, *w.stream);
+  }
+  w.stream->synchronize();
+  if (damage.empty()) return std::nullopt;
+  return fmt::format("{}", fmt::join(damage, "; "));
 }
 
 void Workload::flush_l2() {
@@ -323,8 +482,15 @@ ArgumentLayout workload_layout(const std::vector<BoundArgument>& bound) {
 
 std::vector<std::int64_t> Workload::workspace_bytes() const { return workspace_sizes(impl_->bound); }
 
-void Workload::set_workspace(const std::vector<void*>& pointers) {
-  for (InputSet& set : impl_->sets) set.arguments.set_workspaces(pointers);
+void Workload::set_workspace(const std::vector<const GuardedBuffer*>& buffers) {
+  Impl& w = *impl_;
+  if (buffers.size() != w.workspace_indices.size())
+    throw EnvironmentError(fmt::format("set_workspace: {} buffers for {} workspace arguments",
+                                       buffers.size(), w.workspace_indices.size()));
+  w.workspaces = buffers;
+  std::vector<void*> pointers;
+  for (const GuardedBuffer* buffer : buffers) pointers.push_back(buffer ? buffer->data() : nullptr);
+  for (InputSet& set : w.sets) set.arguments.set_workspaces(pointers);
 }
 
 std::optional<std::string> tolerance_failure(const ValidationStats& stats, const Tolerance& tolerance) {
@@ -348,10 +514,10 @@ std::vector<unsigned char> Workload::download_input(int set, std::size_t input) 
   if (set < 0 || set >= static_cast<int>(w.sets.size()) ||
       input >= w.sets[static_cast<std::size_t>(set)].buffers.size())
     throw InternalError(fmt::format("download_input: no input {} in set {}", input, set));
-  const DeviceBuffer& buffer = w.sets[static_cast<std::size_t>(set)].buffers[input];
+  const GuardedBuffer& buffer = w.sets[static_cast<std::size_t>(set)].buffers[input];
   std::vector<unsigned char> host(buffer.bytes());
   MLATUNE_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(w.stream->get())));
-  MLATUNE_CUDA(cudaMemcpy(host.data(), buffer.get(), buffer.bytes(), cudaMemcpyDeviceToHost));
+  MLATUNE_CUDA(cudaMemcpy(host.data(), buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
   return host;
 }
 
@@ -359,7 +525,7 @@ std::vector<double> Workload::download_reference(int set, std::size_t output) co
   const Impl& w = *impl_;
   if (set < 0 || set >= static_cast<int>(w.references.size()) ||
       output >= w.references[static_cast<std::size_t>(set)].size())
-    throw InternalError(fmt::format("download_reference: no output {} in validation set {}", output, set));
+    throw InputError(fmt::format("download_reference: no output {} in validation set {}", output, set));
   const DeviceBuffer& buffer = w.references[static_cast<std::size_t>(set)][output];
   std::vector<double> host(buffer.bytes() / sizeof(double));
   MLATUNE_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(w.stream->get())));

@@ -2,16 +2,21 @@
 // with fresh random normal inputs on the GPU, with the float64 reference
 // output computed by the space's reference kernel.  It holds several input
 // sets: at least two for validation, more when timing rotates inputs to
-// defeat the L2.  Lives in the worker process (it initializes CUDA).
+// defeat the L2.  The buffers of validation are guarded and their inputs
+// kept pristine, so that a candidate that writes where it must not is caught.
+// Lives in the worker process (it initializes CUDA).
 #pragma once
-#include <vector>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/cuda.h"
 #include "core/launch_plan.h"
 #include "tuner/evaluator.h"
 #include "core/space.h"
+#include "tuner/guarded_buffer.h"
 #include "tuner/support_kernels.h"
 
 namespace mlatune {
@@ -47,16 +52,40 @@ class Workload {
 
   /// Bytes of each workspace argument at this shape, in launch order.
   std::vector<std::int64_t> workspace_bytes() const;
-  /// Points the workspace arguments of every input set at `pointers` (one
-  /// per workspace argument; null to pass none, as for a config without a
-  /// prologue).  Host-side only: affects launches issued afterwards.
-  void set_workspace(const std::vector<void*>& pointers);
+  /// Points the workspace arguments of every input set at `buffers` (one
+  /// per workspace argument; null to pass a null pointer, as for a config
+  /// without a prologue) and checks their guards in check_integrity().  The
+  /// caller keeps them alive until it installs others.  Host-side only:
+  /// affects launches issued afterwards.
+  void set_workspace(const std::vector<const GuardedBuffer*>& buffers);
 
   /// Writes NaN into every output buffer (asynchronously, on stream()).
   void poison_outputs();
   /// Compares the outputs with the reference of validation set `set`
   /// (synchronizes).  `passed` is judged against tolerance().
   ValidationStats compare(int set);
+
+  /// Memory integrity of validation.  Every output, every input of the
+  /// validation sets and every installed workspace sits between guards
+  /// (tuner/guarded_buffer.h), and the validation inputs have pristine copies.
+  ///
+  /// restore_integrity(): refills every guard and copies the pristine inputs
+  /// back, so that what the next checks find is the next candidate's doing
+  /// (timing launches are not checked).  Asynchronous.
+  void restore_integrity();
+  /// After a launch on validation set `set`: what the launch wrote outside
+  /// its buffers or into its inputs, naming each buffer ("wrote 4 bytes past
+  /// the end of out (first changed byte at +0)", "overwrote input b (first
+  /// changed element 17; ...)"); empty when nothing.  Whatever changed is
+  /// restored before returning.  Synchronizes.
+  std::optional<std::string> check_integrity(int set);
+  /// Keeps a float64 copy of the current outputs (a first run's).
+  void keep_outputs();
+  /// Compares the outputs with the copy keep_outputs() took, the copy in
+  /// place of the reference (synchronizes).  `passed` is judged against
+  /// tolerance(), the bar a kernel with atomics that round differently from
+  /// run to run must still meet.
+  ValidationStats compare_with_kept();
   /// Writes the flush buffer (cold mode only; asynchronous).
   void flush_l2();
   std::int64_t flush_bytes() const;
