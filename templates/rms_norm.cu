@@ -205,11 +205,13 @@ __device__ __forceinline__ void normalize_row(const float* __restrict__ xr, cons
 
 }  // namespace rms
 
+// (__launch_bounds__ with a minimum of one block per SM: without it ptxas
+// squeezed a few reread configs into 32 registers and spilled.)
 // x [rows, COLS], w [COLS], out [rows, COLS], all float32; block
 // [THREADS_PER_ROW * ROWS_PER_BLOCK] (anything else traps), grid
 // ceil(rows / ROWS_PER_BLOCK), dynamic shared memory 4 * ROWS_PER_BLOCK *
 // COLS bytes for shared (else 0).
-extern "C" __global__ void __launch_bounds__(rms::kThreads)
+extern "C" __global__ void __launch_bounds__(rms::kThreads, 1)
 rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int rows, float eps) {
   using namespace rms;
   __shared__ float partials[kRpb * kWarpsPerRow];
