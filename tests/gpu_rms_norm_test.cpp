@@ -235,6 +235,9 @@ struct DeviceProblem {
     MLATUNE_CUDA(cudaMemcpy(at(x_d), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
     MLATUNE_CUDA(cudaMemcpy(at(w_d), w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
     MLATUNE_CUDA(cudaMemset(out_d.get(), 0xff, out_d.bytes()));  // all-ones words are NaN
+    // cudaMemset (and the DMA of a pageable cudaMemcpy) may still run on the
+    // legacy stream, which a non-blocking stream does not wait for.
+    MLATUNE_CUDA(cudaDeviceSynchronize());
     return {at(x_d), at(w_d), at(out_d)};
   }
 
