@@ -404,16 +404,15 @@ class Family:
 
 
 def eager_composite(x, w, eps: float):
-    import torch
-
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+    """x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w, in tensor methods only
+    (so that torch.compile traces no import)."""
+    return x * (x.pow(2).mean(-1, keepdim=True) + eps).rsqrt() * w
 
 
 def reference_fp64(x, w, eps: float):
-    import torch
-
+    """The definition in float64 on the GPU, from the same float32 inputs."""
     x64, w64 = x.double(), w.double()
-    return x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w64
+    return x64 * (x64.pow(2).mean(-1, keepdim=True) + eps).rsqrt() * w64
 
 
 def space_eps(space: Path) -> float:
