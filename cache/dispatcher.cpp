@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cache/shape_table.h"
 #include "cache/store.h"
@@ -38,9 +39,13 @@ struct KernelSlot {
 /// comes first.
 struct Prepared {
   DispatchLaunch launch;  // ready() only when `error` is empty
+  /// Bytes each caller buffer needs at this shape, when the shape is
+  /// well-formed (shape_ok); launch_buffers_checked compares against them.
+  std::vector<std::int64_t> buffer_bytes;
+  bool shape_ok = false;
   Choice choice;
   std::string error;
-  bool input_error = false;  // no config can run the shape (the caller's input)
+  bool input_error = false;  // a malformed shape or none that a config can run (the caller's input)
 };
 
 constexpr std::size_t max_stack_arguments = 32;
@@ -57,6 +62,7 @@ struct Dispatcher::Impl {
   DeviceProperties properties;
   DeviceInfo device;
   std::unique_ptr<SearchSpace> space;
+  std::unique_ptr<CallSignature> signature;  // of *space
   std::unique_ptr<DispatchIndex> index;
   bool log = false;
 
@@ -87,17 +93,32 @@ struct Dispatcher::Impl {
   const Prepared& first_use(std::span<const std::int64_t> values) {
     std::lock_guard slow(slow_mutex);
     if (const auto* entry = prepared.find(values)) return entry->value;  // another thread prepared it meanwhile
-    const Shape shape{{values.begin(), values.end()}};
     Prepared made;
-    prepare(shape, made);
+    std::optional<Shape> shape = checked_shape(values, made);
+    if (shape) prepare(*shape, made);
     const Prepared& result = prepared.insert(values, std::move(made)).value;
     ++shapes;
     if (log)
       std::fprintf(stderr, "mlatune dispatch: %s %s: %s\n", space->kernel_name().c_str(),
-                   space->shape_string(shape).c_str(),
+                   shape ? space->shape_string(*shape).c_str() : fmt::format("{}", fmt::join(values, ",")).c_str(),
                    result.error.empty() ? (result.choice.config_text + " (" + result.choice.explanation + ")").c_str()
                                         : result.error.c_str());
     return result;
+  }
+
+  /// The shape of these values with its buffers' sizes in p, or nullopt with
+  /// p's input error set when it is malformed (kept like any refused shape).
+  std::optional<Shape> checked_shape(std::span<const std::int64_t> values, Prepared& p) const {
+    try {
+      Shape shape = signature->shape(values);
+      p.buffer_bytes = signature->buffer_bytes(shape);
+      p.shape_ok = true;
+      return shape;
+    } catch (const InputError& e) {
+      p.error = e.what();
+      p.input_error = true;
+      return std::nullopt;
+    }
   }
 
   void prepare(const Shape& shape, Prepared& p) {
@@ -212,6 +233,25 @@ struct Dispatcher::Impl {
     }
   }
 
+  /// The launch of a prepared shape with the caller's buffers (their count
+  /// checked): scalars from the shape, workspaces as launch() says.  No
+  /// allocation unless the kernel has more than max_stack_arguments.
+  static void launch_prepared(const DispatchLaunch& launch, void* const* buffers, void* stream) {
+    const std::size_t n = launch.arguments.size();
+    void* stack[max_stack_arguments];
+    std::vector<void*> heap;
+    void** arguments = stack;
+    if (n > max_stack_arguments) {
+      heap.resize(n);
+      arguments = heap.data();
+    }
+    point_arguments(launch, buffers, arguments);
+    // Without a running prologue a workspace slot is already a null scalar.
+    if (launch.runs_prologue()) [[unlikely]]
+      return launch_with_workspace(launch, arguments, stream);
+    check_launch(launch.sequence.issue(arguments, stream));
+  }
+
   [[noreturn]] static void fail(const Prepared& p) {
     if (p.input_error) throw InputError(p.error);
     throw EnvironmentError(p.error);
@@ -301,6 +341,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   impl->properties = probe.device;
   impl->device = probe.device.info();
   impl->space = std::move(space);
+  impl->signature = std::make_unique<CallSignature>(*impl->space);
   impl->log = logging_enabled();
   impl->index = std::make_unique<DispatchIndex>(
       DispatchIndex::build(impl->store, *impl->space, DispatchTarget{impl->device, ToolchainInfo::current()}));
@@ -322,22 +363,28 @@ void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const
   if (buffer_count != p.launch.buffer_count)
     throw InputError(fmt::format("{} takes {} buffers; {} given", impl_->space->kernel_name(),
                                  p.launch.buffer_count, buffer_count));
-  const std::size_t n = p.launch.arguments.size();
-  void* stack[max_stack_arguments];
-  std::vector<void*> heap;
-  void** arguments = stack;
-  if (n > max_stack_arguments) {
-    heap.resize(n);
-    arguments = heap.data();
-  }
-  point_arguments(p.launch, buffers, arguments);
-  // Without a running prologue a workspace slot is already a null scalar.
-  if (p.launch.runs_prologue()) [[unlikely]]
-    return Impl::launch_with_workspace(p.launch, arguments, stream);
-  Impl::check_launch(p.launch.sequence.issue(arguments, stream));
+  Impl::launch_prepared(p.launch, buffers, stream);
+}
+
+void Dispatcher::launch_buffers_checked(std::span<const std::int64_t> shape, void* const* buffers,
+                                        const std::size_t* buffer_bytes, std::size_t buffer_count,
+                                        void* stream) {
+  const Prepared& p = impl_->get(shape);
+  // The caller's arguments are checked against the space first, whatever the
+  // database holds for the shape: a malformed shape, then the buffers.
+  if (!p.shape_ok) Impl::fail(p);
+  if (buffer_bytes == nullptr) throw InputError("launch_buffers_checked: buffer_bytes is null");
+  const std::span<const std::size_t> given(buffer_bytes, buffer_count);
+  bool short_buffer = buffer_count != p.buffer_bytes.size();
+  for (std::size_t i = 0; !short_buffer && i < buffer_count; ++i)
+    short_buffer = given[i] < static_cast<std::uint64_t>(p.buffer_bytes[i]);
+  if (short_buffer) impl_->signature->check_bytes(shape, p.buffer_bytes, given);  // throws, naming it
+  if (!p.launch.ready()) Impl::fail(p);
+  Impl::launch_prepared(p.launch, buffers, stream);
 }
 
 DispatchDescription Dispatcher::describe(const Shape& shape) const {
+  impl_->signature->shape(shape.values);  // InputError for a malformed shape
   DispatchDescription d;
   if (const Prepared* p = impl_->find(shape.values))
     d.choice = p->choice;
@@ -351,6 +398,7 @@ DispatchDescription Dispatcher::describe(const Shape& shape) const {
 }
 
 const SearchSpace& Dispatcher::space() const { return *impl_->space; }
+const CallSignature& Dispatcher::signature() const { return *impl_->signature; }
 const DispatchIndex& Dispatcher::index() const { return *impl_->index; }
 const DeviceInfo& Dispatcher::device() const { return impl_->device; }
 bool Dispatcher::store_writable() const { return !impl_->store.read_only(); }

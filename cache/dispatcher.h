@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/call_signature.h"
 #include "cache/dispatch_index.h"
 #include "core/space.h"
 
@@ -73,7 +74,8 @@ class Dispatcher {
   /// chosen config's prologue runs, the dispatcher allocates the workspace
   /// with cudaMallocAsync on `stream`, launches prologue then main, and frees
   /// it with cudaFreeAsync on `stream`; elsewhere it passes null pointers.
-  /// Throws InputError when no config can run the shape, EnvironmentError
+  /// Throws InputError when the shape does not have one positive value per
+  /// shape variable or no config can run it, EnvironmentError
   /// when its binary cannot be compiled or loaded, CudaError when the launch
   /// call fails.  Asynchronous like any launch.
   void launch(std::span<const std::int64_t> shape, void** arguments, void* stream);
@@ -89,11 +91,21 @@ class Dispatcher {
   void launch_buffers(const Shape& shape, void* const* buffers, std::size_t buffer_count, void* stream) {
     launch_buffers(std::span<const std::int64_t>(shape.values), buffers, buffer_count, stream);
   }
+  /// launch_buffers for callers that know their buffers' sizes:
+  /// `buffer_bytes[i]` is the size of `buffers[i]`.  A buffer smaller than
+  /// its argument at `shape` is an InputError naming the argument, the bytes
+  /// it needs and the bytes given, and nothing is launched.  The sizes an
+  /// argument needs are computed once per shape, with the rest of its launch.
+  void launch_buffers_checked(std::span<const std::int64_t> shape, void* const* buffers,
+                              const std::size_t* buffer_bytes, std::size_t buffer_count, void* stream);
 
   /// The choice for `shape` (from the index; no GPU work, no miss recorded).
+  /// InputError for a malformed shape, as launch() says.
   DispatchDescription describe(const Shape& shape) const;
 
   const SearchSpace& space() const;
+  /// What callers pass: shape variables and buffers (see call_signature.h).
+  const CallSignature& signature() const;
   const DispatchIndex& index() const;
   const DeviceInfo& device() const;
   bool store_writable() const;

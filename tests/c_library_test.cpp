@@ -1,5 +1,6 @@
 // libmlatune_c.so as a foreign caller (Python's ctypes) sees it: loaded with
-// dlopen, it exports exactly the C ABI of cache/mla_c_api.h and no C++
+// dlopen, it exports exactly the C ABI of cache/c_api.h and cache/mla_c_api.h
+// (the MLA header includes the generic one) and no C++
 // symbol that could clash with the loading process, and every failure,
 // including the absence of a GPU, is a status with a message, never a crash.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cache/mla_c_api.h"
 #include "tests/run_program.h"
@@ -28,8 +30,13 @@ const fs::path library_path = fs::path(MLATUNE_BINARY_DIR) / "libmlatune_c.so";
 const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" /
                             "fused_mla_attention.yaml";
 
-const std::set<std::string> c_abi = {"mlatune_open",       "mlatune_close",  "mlatune_fused_mla_attention",
-                                     "mlatune_last_error", "mlatune_choice", "mlatune_compile_count"};
+const std::set<std::string> c_abi = {
+    // cache/c_api.h
+    "mlatune_open", "mlatune_close", "mlatune_last_error", "mlatune_compile_count", "mlatune_kernel_name",
+    "mlatune_shape_variable_count", "mlatune_shape_variable_name", "mlatune_buffer_count", "mlatune_buffer_info",
+    "mlatune_buffer_elements", "mlatune_launch", "mlatune_launch_checked", "mlatune_choice_for",
+    // cache/mla_c_api.h
+    "mlatune_fused_mla_attention", "mlatune_choice"};
 
 /// Owner of a dlopen handle.
 class SharedLibrary {
@@ -57,22 +64,31 @@ class SharedLibrary {
   std::string error_;
 };
 
-/// The functions of cache/mla_c_api.h, resolved from the library with the
-/// header's own prototypes.
+/// The functions of the C ABI, resolved from the library with the headers'
+/// own prototypes.
 struct CApi {
-  explicit CApi(const SharedLibrary& lib)
-      : open(lib.get<decltype(::mlatune_open)>("mlatune_open")),
-        close(lib.get<decltype(::mlatune_close)>("mlatune_close")),
-        fused_mla_attention(lib.get<decltype(::mlatune_fused_mla_attention)>("mlatune_fused_mla_attention")),
-        last_error(lib.get<decltype(::mlatune_last_error)>("mlatune_last_error")),
-        choice(lib.get<decltype(::mlatune_choice)>("mlatune_choice")),
-        compile_count(lib.get<decltype(::mlatune_compile_count)>("mlatune_compile_count")) {}
-  decltype(::mlatune_open)* open;
-  decltype(::mlatune_close)* close;
-  decltype(::mlatune_fused_mla_attention)* fused_mla_attention;
-  decltype(::mlatune_last_error)* last_error;
-  decltype(::mlatune_choice)* choice;
-  decltype(::mlatune_compile_count)* compile_count;
+#define MLATUNE_C_FUNCTION(name) decltype(::mlatune_##name)* name = nullptr;
+#define MLATUNE_C_FUNCTIONS(X)                                                                     \
+  X(open) X(close) X(last_error) X(compile_count) X(kernel_name) X(shape_variable_count)          \
+  X(shape_variable_name) X(buffer_count) X(buffer_info) X(buffer_elements) X(launch) X(launch_checked) \
+  X(choice_for) X(fused_mla_attention) X(choice)
+  MLATUNE_C_FUNCTIONS(MLATUNE_C_FUNCTION)
+#undef MLATUNE_C_FUNCTION
+
+  explicit CApi(const SharedLibrary& lib) {
+#define MLATUNE_C_RESOLVE(name) name = lib.get<decltype(::mlatune_##name)>("mlatune_" #name);
+    MLATUNE_C_FUNCTIONS(MLATUNE_C_RESOLVE)
+#undef MLATUNE_C_RESOLVE
+  }
+  /// Names of the functions that did not resolve.
+  std::vector<std::string> missing() const {
+    std::vector<std::string> names;
+#define MLATUNE_C_MISSING(name) \
+  if (name == nullptr) names.push_back("mlatune_" #name);
+    MLATUNE_C_FUNCTIONS(MLATUNE_C_MISSING)
+#undef MLATUNE_C_MISSING
+    return names;
+  }
 };
 
 class CLibraryTest : public ::testing::Test {
@@ -82,12 +98,7 @@ class CLibraryTest : public ::testing::Test {
     library_ = std::make_unique<SharedLibrary>(library_path);
     ASSERT_TRUE(library_->loaded()) << "dlopen(" << library_path << "): " << library_->error();
     api_ = std::make_unique<CApi>(*library_);
-    ASSERT_NE(api_->open, nullptr);
-    ASSERT_NE(api_->close, nullptr);
-    ASSERT_NE(api_->fused_mla_attention, nullptr);
-    ASSERT_NE(api_->last_error, nullptr);
-    ASSERT_NE(api_->choice, nullptr);
-    ASSERT_NE(api_->compile_count, nullptr);
+    ASSERT_EQ(api_->missing(), std::vector<std::string>{}) << "functions of the headers not exported";
     dir_ = fs::temp_directory_path() / ("mlatune_c_library_test_" + std::to_string(getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
@@ -184,6 +195,40 @@ TEST_F(CLibraryTest, NullArgumentsAreStatusesNotCrashes) {
   EXPECT_NE(last_error().find("NULL argument"), std::string::npos) << last_error();
 
   api_->close(nullptr);  // documented as ignored
+}
+
+// Every function of the generic entry, given no dispatcher, returns
+// MLATUNE_INVALID_ARGUMENT with a message that names the function, and
+// writes nothing through its out-pointers.
+TEST_F(CLibraryTest, GenericEntryWithoutADispatcherFailsWithStatuses) {
+  auto expect_refused = [&](int status, const std::string& function) {
+    EXPECT_EQ(status, MLATUNE_INVALID_ARGUMENT) << function;
+    EXPECT_EQ(last_error().rfind(function + ": ", 0), 0u) << function << ": " << last_error();
+  };
+  const char* name = "untouched";
+  std::size_t count = 77;
+  expect_refused(api_->kernel_name(nullptr, &name), "mlatune_kernel_name");
+  expect_refused(api_->shape_variable_count(nullptr, &count), "mlatune_shape_variable_count");
+  expect_refused(api_->shape_variable_name(nullptr, 0, &name), "mlatune_shape_variable_name");
+  expect_refused(api_->buffer_count(nullptr, &count), "mlatune_buffer_count");
+  int type = -1, role = -1;
+  expect_refused(api_->buffer_info(nullptr, 0, &name, &type, &role, &count), "mlatune_buffer_info");
+  const std::int64_t shape[2] = {4, 512};
+  std::uint64_t elements = 77;
+  expect_refused(api_->buffer_elements(nullptr, 0, shape, 2, &elements), "mlatune_buffer_elements");
+  float x = 0.0f;
+  const void* buffers[3] = {&x, &x, &x};
+  const std::size_t bytes[3] = {4, 4, 4};
+  expect_refused(api_->launch(nullptr, buffers, 3, shape, 2, nullptr), "mlatune_launch");
+  expect_refused(api_->launch_checked(nullptr, buffers, bytes, 3, shape, 2, nullptr), "mlatune_launch_checked");
+  char text[64] = "untouched";
+  expect_refused(api_->choice_for(nullptr, shape, 2, text, sizeof text), "mlatune_choice_for");
+  EXPECT_STREQ(name, "untouched");
+  EXPECT_EQ(count, 77u);
+  EXPECT_EQ(type, -1);
+  EXPECT_EQ(role, -1);
+  EXPECT_EQ(elements, 77u);
+  EXPECT_STREQ(text, "untouched");
 }
 
 // The last error belongs to the thread that failed: another thread's failure

@@ -1,0 +1,109 @@
+/* The C ABI of mlatune's runtime dispatch, for any kernel family of a search
+ * space file: callers in C, C++ or other languages (Python through ctypes, a
+ * PyTorch extension) launch a family without C++ written for it.  A caller
+ * asks the dispatcher what the family takes (shape variables, buffers with
+ * their element types, roles and sizes at a shape), then launches with one
+ * device pointer per buffer and one value per shape variable.
+ *
+ * No exception crosses this ABI: every function returns a status, and
+ * mlatune_last_error() gives the message of the calling thread's last
+ * failure.  Strings returned through `const char**` belong to the dispatcher
+ * and stay valid until mlatune_close.
+ *
+ * Thread safety: one dispatcher may be used from many threads at once,
+ * except mlatune_close, which must not race any other call on it.
+ *
+ * cache/mla_c_api.h adds typed entry points for fused MLA attention. */
+#ifndef MLATUNE_C_API_H
+#define MLATUNE_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mlatune_dispatcher mlatune_dispatcher;
+
+/* Statuses. */
+enum {
+  MLATUNE_OK = 0,
+  MLATUNE_INVALID_ARGUMENT = 1, /* bad sizes, null pointers, a shape no config can run, a wrong space */
+  MLATUNE_ENVIRONMENT = 2,      /* no GPU, unreadable database, a binary that cannot compile or load */
+  MLATUNE_CUDA_ERROR = 3,       /* a CUDA runtime call failed (the launch itself) */
+  MLATUNE_BUFFER_TOO_SMALL = 4, /* a text did not fit the caller's buffer (still NUL-terminated) */
+  MLATUNE_INTERNAL = 5          /* anything else */
+};
+
+/* Element types of buffers, as the space file names them. */
+enum { MLATUNE_FLOAT32 = 0, MLATUNE_FLOAT64 = 1, MLATUNE_INT32 = 2, MLATUNE_INT64 = 3 };
+
+/* Roles of buffers: read by the kernel, or written by it. */
+enum { MLATUNE_INPUT = 0, MLATUNE_OUTPUT = 1 };
+
+/* Opens a dispatcher on a database and a search space file (any kernel
+ * family) on CUDA device 0.  On failure *out is NULL. */
+int mlatune_open(const char* database, const char* space_file, mlatune_dispatcher** out);
+/* Frees the dispatcher and unloads its kernels.  NULL is ignored. */
+void mlatune_close(mlatune_dispatcher* dispatcher);
+
+/* The message of the calling thread's last failed call (of any dispatcher,
+ * or of mlatune_open); "" when none.  Valid until this thread's next call. */
+const char* mlatune_last_error(const mlatune_dispatcher* dispatcher);
+
+/* NVRTC compilations this dispatcher has done (0 when every binary came
+ * from the database). */
+int mlatune_compile_count(const mlatune_dispatcher* dispatcher, unsigned long long* count);
+
+/* ---- what the family takes ------------------------------------------------ */
+
+/* The space's kernel name (`kernel:` of the file). */
+int mlatune_kernel_name(const mlatune_dispatcher* dispatcher, const char** name);
+
+/* The shape variables, in the order launches take their values. */
+int mlatune_shape_variable_count(const mlatune_dispatcher* dispatcher, size_t* count);
+int mlatune_shape_variable_name(const mlatune_dispatcher* dispatcher, size_t index, const char** name);
+
+/* The caller's buffers: the space's input and output arguments in launch
+ * order (its scalars come from the shape, its workspaces from the
+ * dispatcher).  Each out-pointer of mlatune_buffer_info may be NULL when
+ * that part is not wanted; element_type is an MLATUNE_FLOAT32.. value, role
+ * MLATUNE_INPUT or MLATUNE_OUTPUT, element_bytes the size of one element. */
+int mlatune_buffer_count(const mlatune_dispatcher* dispatcher, size_t* count);
+int mlatune_buffer_info(const mlatune_dispatcher* dispatcher, size_t index, const char** name,
+                        int* element_type, int* role, size_t* element_bytes);
+/* Elements buffer `index` holds at a shape (shape_count values, one per
+ * shape variable, each positive). */
+int mlatune_buffer_elements(const mlatune_dispatcher* dispatcher, size_t index, const int64_t* shape,
+                            size_t shape_count, uint64_t* elements);
+
+/* ---- launching ------------------------------------------------------------ */
+
+/* Launches the family at `shape` (shape_count values, one per shape variable,
+ * each positive) on device pointers `buffers` (buffer_count of them, in
+ * mlatune_buffer_info's order, none NULL), asynchronously on `stream` (a
+ * cudaStream_t; NULL = the default stream).  A tuned shape launches the
+ * stored best binary; an untuned one the nearest tuned config that is valid
+ * for it, else the space's default (compiled once). */
+int mlatune_launch(mlatune_dispatcher* dispatcher, const void* const* buffers, size_t buffer_count,
+                   const int64_t* shape, size_t shape_count, void* stream);
+
+/* mlatune_launch that also checks sizes: buffer_bytes[i] is the size in
+ * bytes of buffers[i].  A buffer smaller than its argument at `shape` is
+ * MLATUNE_INVALID_ARGUMENT naming the argument, the bytes it needs and the
+ * bytes given; nothing is launched. */
+int mlatune_launch_checked(mlatune_dispatcher* dispatcher, const void* const* buffers,
+                           const size_t* buffer_bytes, size_t buffer_count, const int64_t* shape,
+                           size_t shape_count, void* stream);
+
+/* Writes "<reason> <config> (<explanation>)" for a shape into buffer, where
+ * reason is hit, nearest, default, first_valid or none. */
+int mlatune_choice_for(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count, char* buffer,
+                       size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLATUNE_C_API_H */
