@@ -141,13 +141,25 @@ MessageReader::Status MessageReader::read(json& message, std::optional<steady::t
 
 // ---- values on the wire -----------------------------------------------------------
 
+namespace {
+
+// A message that is valid CBOR but not what the protocol says (a missing key,
+// a string where a number belongs, a number out of range) is the peer's
+// fault like a broken frame: EnvironmentError, never nlohmann's own
+// exception, which no caller maps to a clear message.
+[[noreturn]] void malformed(const char* what, const json::exception& error) {
+  throw EnvironmentError(fmt::format("malformed message: {}: {}", what, error.what()));
+}
+
+}  // namespace
+
 json encode(const TimingStats& t) {
   return {{"median_us", t.median_us}, {"min_us", t.min_us}, {"p90_us", t.p90_us},
           {"spread", t.spread},       {"count", t.count},   {"cache", to_string(t.cache)},
           {"stable", t.stable},       {"cut", t.cut},       {"method", t.method}};
 }
 
-TimingStats decode_timing(const json& j) {
+TimingStats decode_timing(const json& j) try {
   TimingStats t;
   t.median_us = j.at("median_us").get<double>();
   t.min_us = j.at("min_us").get<double>();
@@ -161,15 +173,19 @@ TimingStats decode_timing(const json& j) {
   t.cut = j.at("cut").get<bool>();
   t.method = j.at("method").get<std::string>();
   return t;
+} catch (const json::exception& error) {
+  malformed("timing", error);
 }
 
 json encode(const Cutoff& c) { return {{"best_us", c.best_us}, {"factor", c.factor}}; }
 
-Cutoff decode_cutoff(const json& j) {
+Cutoff decode_cutoff(const json& j) try {
   Cutoff c;
   c.best_us = j.at("best_us").get<double>();
   c.factor = j.at("factor").get<double>();
   return c;
+} catch (const json::exception& error) {
+  malformed("cutoff", error);
 }
 
 json encode(const EvaluationResult& r) {
@@ -186,7 +202,7 @@ json encode(const EvaluationResult& r) {
   return j;
 }
 
-EvaluationResult decode_result(const json& j) {
+EvaluationResult decode_result(const json& j) try {
   EvaluationResult r;
   auto outcome = parse_outcome(j.at("outcome").get<std::string>());
   if (!outcome) throw EnvironmentError("malformed message: unknown outcome");
@@ -208,6 +224,8 @@ EvaluationResult decode_result(const json& j) {
   }
   if (j.contains("timing")) r.timing = decode_timing(j.at("timing"));
   return r;
+} catch (const json::exception& error) {
+  malformed("result", error);
 }
 
 namespace {
@@ -246,7 +264,7 @@ json encode(const Candidate& c) {
   return j;
 }
 
-Candidate decode_candidate(const json& j) {
+Candidate decode_candidate(const json& j) try {
   Candidate c;
   c.label = j.at("label").get<std::string>();
   const auto& binary = j.at("cubin").get_binary();
@@ -260,6 +278,8 @@ Candidate decode_candidate(const json& j) {
   if (j.contains("workspace_bytes"))
     c.workspace_bytes = j.at("workspace_bytes").get<std::vector<std::int64_t>>();
   return c;
+} catch (const json::exception& error) {
+  malformed("candidate", error);
 }
 
 json encode(const DeviceProperties& d) {
@@ -277,7 +297,7 @@ json encode(const DeviceProperties& d) {
           {"max_block", {d.max_block[0], d.max_block[1], d.max_block[2]}}};
 }
 
-DeviceProperties decode_device(const json& j) {
+DeviceProperties decode_device(const json& j) try {
   DeviceProperties d;
   d.ordinal = j.at("ordinal").get<int>();
   d.name = j.at("name").get<std::string>();
@@ -295,6 +315,8 @@ DeviceProperties decode_device(const json& j) {
     d.max_block[i] = j.at("max_block").at(i).get<std::int64_t>();
   }
   return d;
+} catch (const json::exception& error) {
+  malformed("device", error);
 }
 
 // ---- the worker process -------------------------------------------------------------

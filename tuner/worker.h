@@ -58,6 +58,8 @@ nlohmann::json encode(const TimingStats&);
 nlohmann::json encode(const Candidate&);
 nlohmann::json encode(const DeviceProperties&);
 nlohmann::json encode(const Cutoff&);
+/// The decoders throw EnvironmentError ("malformed message: ...") for a
+/// message that lacks a key or holds a value of the wrong type.
 EvaluationResult decode_result(const nlohmann::json&);
 TimingStats decode_timing(const nlohmann::json&);
 Candidate decode_candidate(const nlohmann::json&);
