@@ -536,7 +536,7 @@ std::optional<json> Worker::exchange(const json& request, double step_timeout_s,
   }
 }
 
-json Worker::exchange_or_throw(const json& request, double step_timeout_s, std::string_view what) {
+json Worker::exchange_or_throw(const json& request, double step_timeout_s, std::string_view what) try {
   Failure failure{};
   std::optional<json> reply = exchange(request, step_timeout_s, failure);
   if (!reply)
@@ -548,6 +548,8 @@ json Worker::exchange_or_throw(const json& request, double step_timeout_s, std::
     throw EnvironmentError(fmt::format("{}: {}", what, message));
   }
   return *reply;
+} catch (const json::exception& error) {
+  malformed("reply", error);
 }
 
 double Worker::step_timeout_s() const {
@@ -558,16 +560,18 @@ double Worker::step_timeout_s() const {
          budget_s;
 }
 
-DeviceReport Worker::probe_device() {
+DeviceReport Worker::probe_device() try {
   json reply = exchange_or_throw(json{{"type", "probe"}}, options_.setup_timeout_s, "probing the GPU");
   DeviceReport report;
   report.usable = reply.at("usable").get<bool>();
   report.reason = reply.at("reason").get<std::string>();
   if (report.usable) report.device = decode_device(reply.at("device"));
   return report;
+} catch (const json::exception& error) {
+  malformed("probe reply", error);
 }
 
-WorkloadInfo Worker::set_workload(const WorkloadRequest& request) {
+WorkloadInfo Worker::set_workload(const WorkloadRequest& request) try {
   std::uint64_t seed = 0;
   if (request.seed) {
     seed = *request.seed;
@@ -598,9 +602,11 @@ WorkloadInfo Worker::set_workload(const WorkloadRequest& request) {
   workload_request_ = message;
   workload_ = info;
   return info;
+} catch (const json::exception& error) {
+  malformed("workload reply", error);
 }
 
-EvaluationResult Worker::evaluate(const Candidate& candidate, const Cutoff& cutoff) {
+EvaluationResult Worker::evaluate(const Candidate& candidate, const Cutoff& cutoff) try {
   if (!workload_request_) throw EnvironmentError("evaluate() before set_workload()");
   Failure failure{};
   json request = {{"type", "evaluate"}, {"candidate", encode(candidate)}};
@@ -621,10 +627,12 @@ EvaluationResult Worker::evaluate(const Candidate& candidate, const Cutoff& cuto
   EvaluationResult result = decode_result(reply->at("result"));
   if (result.context_lost) retire(true);  // it exits after replying
   return result;
+} catch (const json::exception& error) {
+  malformed("evaluation reply", error);
 }
 
 std::vector<std::optional<TimingStats>> Worker::retime(const std::vector<Candidate>& candidates,
-                                                       int rounds) {
+                                                       int rounds) try {
   if (!workload_request_) throw EnvironmentError("retime() before set_workload()");
   json list = json::array();
   for (const Candidate& c : candidates) list.push_back(encode(c));
@@ -638,9 +646,11 @@ std::vector<std::optional<TimingStats>> Worker::retime(const std::vector<Candida
       timings.emplace_back(decode_timing(t));
   }
   return timings;
+} catch (const json::exception& error) {
+  malformed("re-timing reply", error);
 }
 
-EvaluationResult Worker::test_fault(std::string_view action, const EvaluationResult& echo) {
+EvaluationResult Worker::test_fault(std::string_view action, const EvaluationResult& echo) try {
   Failure failure{};
   std::optional<json> reply = exchange(
       json{{"type", "test_fault"}, {"action", action}, {"result", encode(echo)}},
@@ -657,6 +667,8 @@ EvaluationResult Worker::test_fault(std::string_view action, const EvaluationRes
   EvaluationResult result = decode_result(reply->at("result"));
   if (result.context_lost) retire(true);
   return result;
+} catch (const json::exception& error) {
+  malformed("test fault reply", error);
 }
 
 }  // namespace mlatune
