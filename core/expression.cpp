@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <muParser.h>
@@ -151,6 +152,15 @@ std::vector<std::string> analyze_expression(const std::string& text,
       throw ExpressionSyntaxError(i,
                                   "unexpected non-ASCII or control character; expected a "
                                   "number, a name, an operator or a parenthesis");
+  }
+  // muParser reads a lone '=' as assignment: 'A = 4' would overwrite the
+  // variable slot shared by every expression of the evaluator and hold.
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '=') continue;
+    bool second = i > 0 && std::string_view("=!<>").find(text[i - 1]) != std::string_view::npos;
+    bool first = i + 1 < text.size() && text[i + 1] == '=';
+    if (!first && !second)
+      throw ExpressionSyntaxError(i, "unexpected '='; expected '==' to compare");
   }
   mu::Parser parser;
   configure(parser, symbols);

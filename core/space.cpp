@@ -349,8 +349,10 @@ Config SearchSpace::parse_config(std::string_view text) const {
   std::vector<bool> seen(parameters.size(), false);
   if (!parameters.empty() || !text.empty()) {
     for (const auto& [name, value] : split_assignments(text, "config", impl_->parameters_where)) {
+      // An init-capture: clang before 16 cannot capture a structured binding
+      // itself, and the fuzz build (scripts/fuzz) compiles with clang.
       auto it = std::find_if(parameters.begin(), parameters.end(),
-                             [&](const Parameter& p) { return p.name == name; });
+                             [&wanted = name](const Parameter& p) { return p.name == wanted; });
       if (it == parameters.end())
         throw InputError(impl_->parameters_where,
                          fmt::format("config '{}': unknown parameter '{}'", text, name));

@@ -112,6 +112,31 @@ std::uint64_t SearchSpace::Impl::cached_count(const Shape& shape) const {
   return total;
 }
 
+namespace {
+
+// Depth-first in counting order, constrained parameters first: below the
+// deepest constraint every combination is valid, so the walk ends there.
+bool any_below(const SearchSpace::Impl& s, const EnumerationPlan& plan,
+               ExpressionEvaluator& evaluator, std::size_t depth) {
+  if (depth >= plan.deepest) return true;
+  const std::size_t p = plan.order[depth];
+  double* slot = evaluator.variables() + s.shape_variables.size() + p;
+  for (std::int64_t value : s.parameters[p].numeric) {
+    *slot = static_cast<double>(value);
+    if (all_hold(evaluator, plan.checks[depth + 1]) && any_below(s, plan, evaluator, depth + 1))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool SearchSpace::Impl::any_valid(const Shape& shape) const {
+  auto evaluator = lease();
+  bind_shape(*evaluator, shape);
+  return all_hold(*evaluator, counting.checks[0]) && any_below(*this, counting, *evaluator, 0);
+}
+
 std::size_t SearchSpace::Impl::most_restrictive(const Shape& shape, std::uint64_t* removed) const {
   auto evaluator = lease();
   bind_shape(*evaluator, shape);

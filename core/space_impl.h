@@ -109,6 +109,9 @@ class SearchSpace::Impl : public SpaceData {
   std::uint64_t count_below(const EnumerationPlan& plan, ExpressionEvaluator& evaluator,
                             std::size_t depth) const;
   std::uint64_t cached_count(const Shape& shape) const;
+  /// Whether `shape` has a valid config: stops at the first one found, so
+  /// reading a space does not take time proportional to its size.
+  bool any_valid(const Shape& shape) const;
   /// Index of the constraint that alone rejects the most raw configs at
   /// `shape` (and how many), or npos when there are no constraints.
   std::size_t most_restrictive(const Shape& shape, std::uint64_t* removed) const;

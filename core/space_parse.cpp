@@ -576,7 +576,7 @@ void Reader::check_default_shapes() {
                                       "expected a non-negative integer",
                                       e.text(), a.name, v, shape_text));
       }
-    if (s.cached_count(shape) == 0) {
+    if (!s.any_valid(shape)) {
       std::uint64_t removed = 0;
       std::size_t c = s.most_restrictive(shape, &removed);
       if (c == std::string::npos)  // only possible with a constraint-free space: cannot be empty

@@ -38,7 +38,7 @@
 #include "tests/gpu_worker.h"
 #include "tests/tuned_entry.h"
 #include "tuner/compile_pool.h"
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
 #include "tuner/workload.h"
 
 namespace mlatune {

@@ -23,7 +23,7 @@
 #include "core/launch_limits.h"
 #include "tuner/argument_list.h"
 #include "tuner/evaluator.h"
-#include "tuner/worker.h"
+#include "tuner/worker/client.h"
 #include "tuner/workload.h"
 
 namespace mlatune {
