@@ -189,6 +189,31 @@ TEST_F(SpaceCommands, ConstrainValidatesBeforeWriting) {
             "20 valid of 96 raw configs at N=64,M=3\n");  // 8 (THREADS, ITEMS) pairs: 8 + 8 + 4
 }
 
+// The edit renames a new file over the old one, which the directory's
+// permission alone allows: the file's own mode must be asked first.  Tests
+// run as root, for whom access(W_OK) always succeeds: the mode decides.
+TEST_F(SpaceCommands, EditsRefuseAReadOnlyFileAndLeaveItAlone) {
+  fs::path file = copy_small();
+  const std::string before = read_file(file);
+  fs::permissions(file, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  const std::vector<std::vector<std::string>> edits = {
+      {"set", "THREADS", "32,64"},    {"add", "THREADS", "512"},
+      {"remove", "THREADS", "256"},   {"constrain", "ITEMS <= 2"},
+      {"unconstrain", "THREADS * ITEMS <= 512"}};
+  for (std::vector<std::string> edit : edits) {
+    SCOPED_TRACE(edit[0]);
+    edit.insert(edit.begin() + 1, file.string());
+    edit.insert(edit.begin(), "space");
+    Outcome r = run(edit);
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("is read-only (mode 444)"), std::string::npos) << r.err;
+    expect_clean_error(r);
+    EXPECT_EQ(read_file(file), before);
+    EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+              fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  }
+}
+
 TEST_F(SpaceCommands, EditOfAnUnknownParameterExitsWithTwo) {
   fs::path file = copy_small();
   const std::string before = read_file(file);
