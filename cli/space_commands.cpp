@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/embedded.h"
 #include "core/error.h"
 #include "core/space.h"
 #include "core/space_edit.h"
@@ -40,9 +41,10 @@ std::vector<Shape> shapes_for(const SearchSpace& space, const std::string& optio
 std::string counts_summary(const SearchSpace& space) {
   std::vector<std::string> parts;
   for (const Shape& shape : space.default_shapes())
-    parts.push_back(fmt::format("{} valid at {}", space.count(shape), space.shape_string(shape)));
+    parts.push_back(
+        fmt::format("{} valid at {}", count_text(space.count(shape)), space.shape_string(shape)));
   return fmt::format("{} parameters, {} raw configs; {}", space.parameters().size(),
-                     space.raw_count(), fmt::join(parts, "; "));
+                     count_text(space.raw_count()), fmt::join(parts, "; "));
 }
 
 // When no config is valid, which constraint is to blame.
@@ -64,7 +66,8 @@ void run_count(const SpaceOptions& o) {
   SearchSpace space = SearchSpace::load(o.file);
   for (const Shape& shape : shapes_for(space, o.shape)) {
     std::uint64_t valid = space.count(shape);
-    fmt::print("{} valid of {} raw configs at {}{}\n", valid, space.raw_count(),
+    fmt::print("{} valid of {} raw configs at {}{}\n", count_text(valid),
+               count_text(space.raw_count()),
                space.shape_string(shape), none_left_note(space, shape, valid));
   }
 }
@@ -104,8 +107,10 @@ void run_list(const SpaceOptions& o) {
 
 std::string read_space_text(const std::string& file) {
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec))
+  if (!fs::exists(file, ec))
     throw InputError(SourceLocation{file}, "no such file; expected a search-space YAML file");
+  if (std::string why = unreadable_text_file_reason(file); !why.empty())
+    throw InputError(SourceLocation{file}, why + "; expected a search-space YAML file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw EnvironmentError(fmt::format("cannot open {} for reading", file));
   std::ostringstream buffer;

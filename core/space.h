@@ -147,6 +147,10 @@ struct Validity {
   explicit operator bool() const { return valid; }
 };
 
+/// A count from raw_count() or count() as text: the number, or "at least
+/// 18446744073709551615" where it saturated (the true count may be larger).
+std::string count_text(std::uint64_t count);
+
 /// Thread safety: a SearchSpace is immutable after load; every const member
 /// function may be called from many threads at once.
 class SearchSpace {
@@ -213,7 +217,8 @@ class SearchSpace {
   // ---- enumeration (lazy) --------------------------------------------------
   /// Product of the value counts (saturates at UINT64_MAX).
   std::uint64_t raw_count() const;
-  /// Number of configs that satisfy every constraint for `shape`.
+  /// Number of configs that satisfy every constraint for `shape` (saturates
+  /// at UINT64_MAX).
   std::uint64_t count(const Shape& shape) const;
   /// Calls `visit` for each valid config in lexicographic order of choice
   /// indices; stops early when `visit` returns false.
