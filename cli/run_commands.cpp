@@ -17,6 +17,7 @@
 #include "cache/dispatcher.h"
 #include "cache/store.h"
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "core/cuda.h"
 #include "core/error.h"
 #include "core/space.h"
@@ -159,7 +160,8 @@ void add_run_commands(CLI::App& app) {
   run_command->add_option("--db", options->db, "database (default: $MLATUNE_DB, else ./mlatune.db)");
   run_command->add_flag("--check", options->check, "validate the output against the float64 reference");
   run_command->add_flag("--json", options->json, "print the report as JSON");
-  run_command->add_option("--seed", options->seed, "seed for the random inputs (default: fresh)");
+  run_command->add_option("--seed", options->seed, "seed for the random inputs (default: fresh)")
+      ->check(whole_number(0, UINT64_MAX));
   run_command->callback([options] { run(*options); });
 }
 

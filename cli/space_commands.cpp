@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "core/embedded.h"
 #include "core/error.h"
 #include "core/space.h"
@@ -172,7 +173,8 @@ void add_space_commands(CLI::App& app) {
   CLI::App* list = file_command(*space, "list", "list the valid configs for a shape", o);
   list->add_option("--shape", o->shape,
                    "e.g. B=2,T=32,H=4,D=16,R=24 (default: the first default shape)");
-  list->add_option("--limit", o->limit, "list at most N configs (0: all)");
+  list->add_option("--limit", o->limit, "list at most N configs (0: all)")
+      ->check(whole_number(0, UINT64_MAX));
   list->add_flag("--json", o->json, "print a JSON array of objects");
   list->callback([o] { run_list(*o); });
 

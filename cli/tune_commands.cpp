@@ -2,6 +2,7 @@
 // search space for one or more shapes.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -18,6 +19,7 @@
 
 #include "cache/store.h"
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "tuner/compile_pool.h"
 #include "core/compiler.h"
 #include "core/device.h"
@@ -591,6 +593,19 @@ void run_tune(const TuneOptions& options) {
                      "no config compiled; the first failure is shown above");
 }
 
+CLI::Validator strategy_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          parse_strategy_kind(text);
+        } catch (const InputError& error) {
+          return error.what();
+        }
+        return {};
+      },
+      "NAME");
+}
+
 }  // namespace
 
 void add_tune_commands(CLI::App& app) {
@@ -611,8 +626,9 @@ void add_tune_commands(CLI::App& app) {
                    "database file (default: $MLATUNE_DB, else ./mlatune.db)");
   tune->add_option("--max-evals", options->max_evals,
                    "per shape: evaluate a uniform random subset of this many valid configs")
-      ->check(CLI::PositiveNumber);
-  tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)");
+      ->check(whole_number(1, UINT64_MAX));
+  tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)")
+      ->check(whole_number(0, UINT64_MAX));
   tune->add_option("--where", options->where,
                    "only configs that also satisfy this constraint, e.g. \"ALGORITHM == tf32x3\" "
                    "(repeatable); results are stored under the space itself");
@@ -620,7 +636,8 @@ void add_tune_commands(CLI::App& app) {
                  "tune the shapes the runtime dispatcher was asked for but had no tuned entry for "
                  "(recorded in the database)");
   tune->add_option("--strategy", options->strategy,
-                   "search strategy: brute_force, random, annealing, model (default brute_force)");
+                   "search strategy: brute_force, random, annealing, model (default brute_force)")
+      ->check(strategy_name());
   tune->add_option("--replay", options->replay,
                    "serve measurements from a recorded sweep instead of a GPU: a run id of the "
                    "database, or a CSV of shape,config,outcome,median_us (`mlatune cache export "
@@ -630,7 +647,7 @@ void add_tune_commands(CLI::App& app) {
   tune->add_option("--budget-ms", options->budget_ms,
                    fmt::format("timing budget per candidate, ms (default {:g}; a settled median stops sooner)",
                                TimingOptions{}.budget_ms))
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive_number());
   tune->add_option("--cutoff", options->cutoff,
                    fmt::format("stop timing a candidate once its median passes FACTOR x the best so far at "
                                "its shape (from --cut-after launches on; recorded as a cut measurement); 0: never "
@@ -642,12 +659,13 @@ void add_tune_commands(CLI::App& app) {
             try {
               std::size_t used = 0;
               double factor = std::stod(text, &used);
-              if (used == text.size() && (factor == 0 || factor > 1)) return {};
+              if (used == text.size() && (factor == 0 || (factor > 1 && std::isfinite(factor))))
+                return {};
             } catch (const std::exception&) {
               // Not a number: the message below.
             }
-            return "must be 0 (no early cut) or a number above 1, so that a candidate faster than the best "
-                   "is never cut";
+            return "must be 0 (no early cut) or a finite number above 1, so that a candidate faster than "
+                   "the best is never cut";
           },
           "0 or above 1"));
   // Three at least: with fewer, one wild launch could decide the cut.
@@ -656,7 +674,7 @@ void add_tune_commands(CLI::App& app) {
                                TimingOptions{}.cut_min_samples))
       ->check(CLI::Range(3, 1000));
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0, 1024));
   tune->callback([options] { run_tune(*options); });
 }
 
