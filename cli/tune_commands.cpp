@@ -2,9 +2,13 @@
 // search space for one or more shapes.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
+#include <deque>
+#include <random>
 #include <future>
 #include <optional>
 #include <set>
@@ -54,6 +58,7 @@ struct TuneOptions {
   double cutoff = SweepOptions{}.cutoff_factor;
   int cut_after = TimingOptions{}.cut_min_samples;
   std::vector<std::string> where;  // extra constraints on the candidates
+  bool strategy_given = false;     // --strategy was on the command line
 };
 
 /// One config's compilation, as the report shows it.
@@ -65,7 +70,6 @@ struct Row {
 struct ShapeWork {
   Shape shape;
   std::string shape_text;
-  std::vector<Row> rows;
 };
 
 struct Totals {
@@ -112,36 +116,46 @@ nlohmann::json row_json(const Row& row, const CompileResult& result) {
   return j;
 }
 
-void print_table(const ShapeWork& work, Totals& totals, const std::string& kernel) {
-  std::size_t width = 6;
-  for (const Row& row : work.rows) width = std::max(width, row.config.size());
-  fmt::print("\n{} at {}: {} valid configs\n", kernel, work.shape_text, work.rows.size());
+// Wide enough for any config of the space, so that rows printed as they
+// complete line up without holding them all to measure them first.
+std::size_t config_column_width(const SearchSpace& space) {
+  std::size_t width = 0;
+  for (const Parameter& p : space.parameters()) {
+    std::size_t longest = 0;
+    for (const std::string& text : p.text) longest = std::max(longest, text.size());
+    width += (width ? 1 : 0) + p.name.size() + 1 + longest;
+  }
+  return std::max<std::size_t>(width, 6);
+}
+
+void print_table_header(std::size_t width) {
   fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}  {}\n", "config", width, "regs",
              "spill st", "spill ld", "stack", "smem", "compile", "status");
   fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}\n", "", width, "", "bytes",
              "bytes", "bytes", "bytes", "ms");
-  const CompileFailure* first_failure = nullptr;
-  for (const Row& row : work.rows) {
-    const CompileResult& result = row.result.get();
-    ++totals.configs;
-    totals.compile_seconds += result.compile_seconds();
-    if (result.ok()) {
-      const ResourceUsage& u = result.binary().usage;
-      ++totals.compiled;
-      if (u.spills()) ++totals.spilling;
-      fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8.0f}  {}\n", row.config, width,
-                 u.registers, u.spill_store_bytes, u.spill_load_bytes, u.stack_frame_bytes,
-                 u.shared_bytes, result.compile_seconds() * 1e3, status_of(result));
-    } else {
-      ++totals.failed;
-      if (!first_failure) first_failure = &result.failure();
-      fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8.0f}  {}\n", row.config, width,
-                 "-", "-", "-", "-", "-", result.compile_seconds() * 1e3, status_of(result));
-    }
+}
+
+void count_row(const CompileResult& result, Totals& totals) {
+  ++totals.configs;
+  totals.compile_seconds += result.compile_seconds();
+  if (!result.ok()) {
+    ++totals.failed;
+    return;
   }
-  if (first_failure)
-    fmt::print(stderr, "\nfirst compile failure at {}:\n{}\n", work.shape_text,
-               first_failure->message);
+  ++totals.compiled;
+  if (result.binary().usage.spills()) ++totals.spilling;
+}
+
+void print_row(const Row& row, const CompileResult& result, std::size_t width) {
+  if (result.ok()) {
+    const ResourceUsage& u = result.binary().usage;
+    fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8.0f}  {}\n", row.config, width,
+               u.registers, u.spill_store_bytes, u.spill_load_bytes, u.stack_frame_bytes,
+               u.shared_bytes, result.compile_seconds() * 1e3, status_of(result));
+  } else {
+    fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8.0f}  {}\n", row.config, width, "-",
+               "-", "-", "-", "-", result.compile_seconds() * 1e3, status_of(result));
+  }
 }
 
 std::string percent(int n, std::size_t total) {
@@ -353,7 +367,7 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
   for (const ShapeReport& s : report.shapes) {
     fmt::print("\n{} at {} on {}\n", space.kernel_name(), s.shape, device.name);
     fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now\n",
-               s.valid_configs, s.planned, s.already_measured, s.results.size());
+               count_text(s.valid_configs), s.planned, s.already_measured, s.results.size());
     if (!s.results.empty()) {
       std::string counts;
       for (const auto& [outcome, n] : s.outcomes)
@@ -412,7 +426,89 @@ void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
   }
 }
 
+/// What compile-only works with, for every shape.
+struct CompileJob {
+  const SearchSpace& space;
+  const SearchSpace& candidates;  // the space, restricted by --where
+  const TuneOptions& options;
+  const std::string& arch;
+  CompilePool& pool;
+};
+
+/// Compile-only at one shape: every valid config in enumeration order, or with
+/// --max-evals a uniform random subset.  Configs are drawn lazily and at most
+/// a few per compile thread are in flight, each printed (or added to the
+/// JSON) as soon as it is done: memory stays bounded however large the space.
+void compile_shape(const CompileJob& job, const ShapeWork& work, std::uint64_t seed,
+                   Totals& totals, nlohmann::json& shapes_json) {
+  const TuneOptions& options = job.options;
+  const std::uint64_t valid = job.candidates.count(work.shape);
+  if (valid == 0) {
+    std::string culprit = job.space.most_restrictive_constraint(work.shape);
+    std::string message = fmt::format(
+        "no valid config for {}{}", work.shape_text,
+        culprit.empty() ? "" : fmt::format(" (most restrictive constraint: {})", culprit));
+    if (options.json)
+      shapes_json.push_back(
+          {{"shape", work.shape_text}, {"configs", nlohmann::json::array()}, {"note", message}});
+    else
+      fmt::print("\n{}\n", message);
+    return;
+  }
+  const bool subset = options.max_evals && *options.max_evals < valid;
+  std::unique_ptr<Strategy> order =
+      make_strategy(subset ? StrategyKind::random : StrategyKind::brute_force, job.candidates,
+                    work.shape, seed);
+  const std::size_t width = config_column_width(job.space);
+  if (!options.json) {
+    fmt::print("\n{} at {}: {} valid configs{}\n", job.space.kernel_name(), work.shape_text,
+               count_text(valid),
+               subset ? fmt::format(", compiling a uniform random {} of them", *options.max_evals)
+                      : std::string());
+    print_table_header(width);
+  }
+  nlohmann::json configs = nlohmann::json::array();
+  std::optional<CompileFailure> first_failure;
+  std::deque<Row> in_flight;
+  auto finish_oldest = [&] {
+    const Row& row = in_flight.front();
+    const CompileResult& result = row.result.get();
+    count_row(result, totals);
+    if (!result.ok() && !first_failure) first_failure = result.failure();
+    if (options.json)
+      configs.push_back(row_json(row, result));
+    else
+      print_row(row, result, width);
+    in_flight.pop_front();
+  };
+  const std::size_t window = 4 * std::max<std::size_t>(job.pool.threads(), 1);
+  const std::uint64_t planned = subset ? *options.max_evals : valid;
+  for (std::uint64_t n = 0; n < planned; ++n) {
+    std::optional<Config> config = order->next();
+    if (!config) break;
+    CompileRequest request = compile_request(job.space, *config, work.shape, job.arch);
+    std::string config_text = request.config;
+    in_flight.push_back({std::move(config_text), job.pool.submit(std::move(request))});
+    if (in_flight.size() >= window) finish_oldest();
+  }
+  while (!in_flight.empty()) finish_oldest();
+  if (options.json)
+    shapes_json.push_back({{"shape", work.shape_text}, {"configs", std::move(configs)}});
+  else if (first_failure)
+    fmt::print(stderr, "\nfirst compile failure at {}:\n{}\n", work.shape_text,
+               first_failure->message);
+}
+
+// A strategy picks what to time next from what it has timed; compiling
+// measures nothing, so it would be silently ignored there.
+const char* const strategy_needs_timing =
+    "a strategy chooses what to time next from the times so far, and compiling times nothing; "
+    "use --max-evals N to compile a uniform random subset";
+
 void run_tune(const TuneOptions& options) {
+  if (options.compile_only && options.strategy_given && options.replay.empty())
+    throw InputError(fmt::format("--strategy {} cannot be used with --compile-only: {}",
+                                 options.strategy, strategy_needs_timing));
   SearchSpace space = SearchSpace::load(options.space_file);
 
   std::vector<ShapeWork> work;
@@ -424,7 +520,7 @@ void run_tune(const TuneOptions& options) {
     for (const MissRecord& miss : store.misses()) {
       if (miss.kernel_name != space.kernel_name() || !seen.insert(miss.shape).second) continue;
       Shape shape = space.parse_shape(miss.shape);
-      work.push_back({shape, space.shape_string(shape), {}});
+      work.push_back({shape, space.shape_string(shape)});
     }
     if (work.empty()) {
       fmt::print("no untuned shapes of {} were asked for at run time (no misses in {})\n",
@@ -433,11 +529,11 @@ void run_tune(const TuneOptions& options) {
     }
   } else if (options.shapes.empty()) {
     for (const Shape& shape : space.default_shapes())
-      work.push_back({shape, space.shape_string(shape), {}});
+      work.push_back({shape, space.shape_string(shape)});
   } else {
     for (const std::string& text : options.shapes) {
       Shape shape = space.parse_shape(text);
-      work.push_back({shape, space.shape_string(shape), {}});
+      work.push_back({shape, space.shape_string(shape)});
     }
   }
   if (work.empty())
@@ -487,8 +583,14 @@ void run_tune(const TuneOptions& options) {
       run_sweep_and_report(space, options, work, &*worker, *device, arch, database);
       return;
     }
+    if (options.strategy_given)
+      throw EnvironmentError(fmt::format("no GPU present ({}), so nothing can be timed: --strategy "
+                                         "{} needs timing ({})",
+                                         why_no_gpu, options.strategy, strategy_needs_timing));
     notes.push_back(fmt::format(
-        "no GPU present ({}): compiling every candidate for {} only; nothing is timed", why_no_gpu,
+        "no GPU present ({}): compiling {} for {} only; nothing is timed", why_no_gpu,
+        options.max_evals ? fmt::format("at most {} candidates a shape", *options.max_evals)
+                          : std::string("every candidate"),
         arch));
   }
   for (const std::string& note : notes) fmt::print(stderr, "mlatune: {}\n", note);
@@ -499,53 +601,12 @@ void run_tune(const TuneOptions& options) {
   StoreBinaryCache binary_cache(database, space.kernel_name(), space.template_hash());
   CompilePool pool(compiler, options.jobs, binary_cache.hooks());
   auto start = std::chrono::steady_clock::now();
-  // Everything is queued first so that the pool never idles between shapes;
-  // configs that compile to the same binary (shape variables that are not
-  // compiled in) are compiled once.
   const std::optional<SearchSpace> restricted = restricted_space(space, options);
-  const SearchSpace& candidates = restricted ? *restricted : space;
-  for (ShapeWork& shape_work : work) {
-    candidates.for_each_valid(shape_work.shape, [&](const Config& config) {
-      CompileRequest request = compile_request(space, config, shape_work.shape, arch);
-      std::string config_text = request.config;
-      shape_work.rows.push_back({std::move(config_text), pool.submit(std::move(request))});
-      return true;
-    });
-  }
-
+  const CompileJob job{space, restricted ? *restricted : space, options, arch, pool};
+  std::mt19937_64 rng(options.seed ? *options.seed : std::random_device{}());
   Totals totals;
   nlohmann::json shapes_json = nlohmann::json::array();
-  for (const ShapeWork& shape_work : work) {
-    if (shape_work.rows.empty()) {
-      std::string culprit = space.most_restrictive_constraint(shape_work.shape);
-      std::string message =
-          fmt::format("no valid config for {}{}", shape_work.shape_text,
-                      culprit.empty() ? "" : fmt::format(" (most restrictive constraint: {})", culprit));
-      if (options.json)
-        shapes_json.push_back({{"shape", shape_work.shape_text}, {"configs", nlohmann::json::array()},
-                               {"note", message}});
-      else
-        fmt::print("\n{}\n", message);
-      continue;
-    }
-    if (options.json) {
-      nlohmann::json configs = nlohmann::json::array();
-      for (const Row& row : shape_work.rows) {
-        const CompileResult& result = row.result.get();
-        ++totals.configs;
-        totals.compile_seconds += result.compile_seconds();
-        if (!result.ok()) ++totals.failed;
-        else {
-          ++totals.compiled;
-          if (result.binary().usage.spills()) ++totals.spilling;
-        }
-        configs.push_back(row_json(row, result));
-      }
-      shapes_json.push_back({{"shape", shape_work.shape_text}, {"configs", std::move(configs)}});
-    } else {
-      print_table(shape_work, totals, space.kernel_name());
-    }
-  }
+  for (const ShapeWork& shape_work : work) compile_shape(job, shape_work, rng(), totals, shapes_json);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CompilePoolStats stats = pool.stats();
   double rate = wall > 0 ? static_cast<double>(totals.configs) / wall : 0.0;
@@ -593,6 +654,8 @@ void run_tune(const TuneOptions& options) {
                      "no config compiled; the first failure is shown above");
 }
 
+// ---- option checks: every option is checked when given, used or not --------
+
 CLI::Validator strategy_name() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -635,7 +698,7 @@ void add_tune_commands(CLI::App& app) {
   tune->add_flag("--misses", options->misses,
                  "tune the shapes the runtime dispatcher was asked for but had no tuned entry for "
                  "(recorded in the database)");
-  tune->add_option("--strategy", options->strategy,
+  CLI::Option* strategy = tune->add_option("--strategy", options->strategy,
                    "search strategy: brute_force, random, annealing, model (default brute_force)")
       ->check(strategy_name());
   tune->add_option("--replay", options->replay,
@@ -675,7 +738,10 @@ void add_tune_commands(CLI::App& app) {
       ->check(CLI::Range(3, 1000));
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(whole_number(0, 1024));
-  tune->callback([options] { run_tune(*options); });
+  tune->callback([options, strategy] {
+    options->strategy_given = strategy->count() > 0;
+    run_tune(*options);
+  });
 }
 
 }  // namespace mlatune::cli

@@ -1,5 +1,7 @@
 // `mlatune tune` run as the built program, where no GPU is needed: every
-// option is checked whether the run would use it.
+// option is checked whether the run would use it, compile-only honours
+// --max-evals and refuses --strategy, and a space far too large to enumerate
+// is counted, listed and compiled from in small memory and little time.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -80,6 +82,79 @@ TEST_F(TuneCli, EveryOptionIsCheckedWhetherTheRunUsesItOrNot) {
     expect_clean_error(r);
     EXPECT_FALSE(fs::exists(db())) << "it ran";
   }
+}
+
+TEST_F(TuneCli, CompileOnlyRefusesAStrategyAndHonoursMaxEvals) {
+  auto refused = run(compile_only("small.yaml", {"--strategy", "random"}));
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--strategy random cannot be used with --compile-only"), std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("--max-evals"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(db()));
+
+  auto text = run(compile_only("small.yaml", {"--shape", "N=64,M=3", "--max-evals", "3", "--seed", "5"}));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("35 valid configs, compiling a uniform random 3 of them"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("total: 3 configs for sm_90"), std::string::npos) << text.out;
+
+  auto json = run(compile_only("small.yaml", {"--shape", "N=64,M=3", "--max-evals", "3", "--seed", "5", "--json"}));
+  ASSERT_EQ(json.code, 0) << json.err;
+  nlohmann::json report = nlohmann::json::parse(json.out);
+  ASSERT_EQ(report["shapes"].size(), 1u);
+  const nlohmann::json& configs = report["shapes"][0]["configs"];
+  ASSERT_EQ(configs.size(), 3u);
+  std::set<std::string> distinct;
+  for (const auto& c : configs) {
+    distinct.insert(c["config"].get<std::string>());
+    // The same seed draws the same subset, in the same order.
+    EXPECT_NE(text.out.find(c["config"].get<std::string>()), std::string::npos) << c["config"];
+  }
+  EXPECT_EQ(distinct.size(), 3u);
+  EXPECT_EQ(report["totals"]["configs"], 3);
+
+  // More than there are: every valid config, once.
+  auto all = run(compile_only("small.yaml", {"--shape", "N=64,M=3", "--max-evals", "1000", "--json"}));
+  ASSERT_EQ(all.code, 0) << all.err;
+  EXPECT_EQ(nlohmann::json::parse(all.out)["totals"]["configs"], 35);
+}
+
+// Hidden from CUDA, no machine has a GPU: a strategy, which needs timing,
+// is refused as an environment problem rather than quietly dropped.
+TEST_F(TuneCli, WithoutAGpuAStrategyIsRefused) {
+  auto r = run({"tune", (spaces_dir / "small.yaml").string(), "--strategy", "annealing", "--arch",
+                "sm_90", "--quiet", "--db", db().string()},
+               std::pair{std::string("CUDA_VISIBLE_DEVICES"), std::optional<std::string>("")});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("no GPU present"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--strategy annealing needs timing"), std::string::npos) << r.err;
+  expect_clean_error(r);
+}
+
+// huge.yaml has more than 2^64 raw and valid configs: anything that
+// materialized them would never finish.  Peak memory is the program's own
+// (wait4's ru_maxrss), NVRTC included.
+TEST_F(TuneCli, AHugeSpaceIsCountedListedAndCompiledFromInSmallMemory) {
+  const std::string space = (spaces_dir / "huge.yaml").string();
+  constexpr long limit_kb = 256 * 1024;
+  auto count = run({"space", "count", space});
+  ASSERT_EQ(count.code, 0) << count.err;
+  EXPECT_EQ(count.out,
+            "at least 18446744073709551615 valid of at least 18446744073709551615 raw configs at "
+            "N=4096\n");
+  EXPECT_LT(count.max_rss_kb, limit_kb);
+
+  auto list = run({"space", "list", space, "--limit", "5"});
+  ASSERT_EQ(list.code, 0) << list.err;
+  EXPECT_EQ(std::count(list.out.begin(), list.out.end(), '\n'), 5) << list.out;
+  EXPECT_LT(list.max_rss_kb, limit_kb);
+
+  auto tune = run(compile_only("huge.yaml", {"--max-evals", "3", "--seed", "1", "--json"}));
+  ASSERT_EQ(tune.code, 0) << tune.err;
+  nlohmann::json report = nlohmann::json::parse(tune.out);
+  EXPECT_EQ(report["totals"]["configs"], 3);
+  EXPECT_EQ(report["totals"]["compiled"], 3);
+  EXPECT_LT(tune.max_rss_kb, limit_kb);
 }
 
 }  // namespace
