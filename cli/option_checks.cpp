@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+
 namespace mlatune::cli {
 namespace {
 
@@ -45,6 +47,14 @@ CLI::Validator finite_positive_number() {
         return {};
       },
       "MS");
+}
+
+Shape shape_option(const SearchSpace& space, const std::string& option, const std::string& text) {
+  try {
+    return space.parse_shape(text);
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("{}: {}", option, error.message()));
+  }
 }
 
 }  // namespace mlatune::cli

@@ -4,7 +4,11 @@
 #pragma once
 #include <cstdint>
 
+#include <string>
+
 #include <CLI/CLI.hpp>
+
+#include "core/space.h"
 
 namespace mlatune::cli {
 
@@ -12,5 +16,9 @@ namespace mlatune::cli {
 CLI::Validator whole_number(std::uint64_t minimum, std::uint64_t maximum);
 /// A finite number above 0.
 CLI::Validator finite_positive_number();
+
+/// The shape given as `option` (e.g. "--shape"); an InputError that names
+/// the option, not the space file.
+Shape shape_option(const SearchSpace& space, const std::string& option, const std::string& text);
 
 }  // namespace mlatune::cli

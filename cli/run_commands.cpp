@@ -55,7 +55,7 @@ void print_choice(const SearchSpace& space, const std::string& shape_text, const
 
 void run(const RunOptions& options) {
   SearchSpace space = SearchSpace::load(options.space_file);
-  const Shape shape = space.parse_shape(options.shape);
+  const Shape shape = shape_option(space, "--shape", options.shape);
   const std::string shape_text = space.shape_string(shape);
   const std::filesystem::path database = database_path(options.db);
   std::error_code ec;

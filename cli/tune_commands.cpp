@@ -276,7 +276,11 @@ class ProgressPrinter {
 /// The space with `--where` constraints added, or nothing when there are none.
 std::optional<SearchSpace> restricted_space(const SearchSpace& space, const TuneOptions& options) {
   if (options.where.empty()) return std::nullopt;
-  return space.restrict(options.where);
+  try {
+    return space.restrict(options.where);
+  } catch (const InputError& error) {
+    throw InputError("--where " + error.message());
+  }
 }
 
 void run_sweep_and_report(const SearchSpace& space, const TuneOptions& options,
@@ -510,6 +514,13 @@ void run_tune(const TuneOptions& options) {
     throw InputError(fmt::format("--strategy {} cannot be used with --compile-only: {}",
                                  options.strategy, strategy_needs_timing));
   SearchSpace space = SearchSpace::load(options.space_file);
+  for (const std::string& where : options.where) {  // before anything runs or is written
+    try {
+      space.check_constraint(where);
+    } catch (const InputError& error) {
+      throw InputError("--where " + error.message());
+    }
+  }
 
   std::vector<ShapeWork> work;
   if (options.misses) {
@@ -532,7 +543,7 @@ void run_tune(const TuneOptions& options) {
       work.push_back({shape, space.shape_string(shape)});
   } else {
     for (const std::string& text : options.shapes) {
-      Shape shape = space.parse_shape(text);
+      Shape shape = shape_option(space, "--shape", text);
       work.push_back({shape, space.shape_string(shape)});
     }
   }

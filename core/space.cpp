@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/embedded.h"
+#include "core/expression.h"
 #include "core/hash.h"
 #include "core/space_edit.h"
 #include "core/space_impl.h"
@@ -176,10 +177,38 @@ SearchSpace SearchSpace::parse(std::string_view text, const std::string& file_na
   return space;
 }
 
+void SearchSpace::check_constraint(const std::string& text) const {
+  auto fail = [&](std::size_t offset, const std::string& message) {
+    throw InputError(fmt::format("'{}': column {}: {}", text, offset + 1, message));
+  };
+  std::vector<std::string> used;
+  try {
+    used = analyze_expression(text, impl_->symbols);
+  } catch (const ExpressionSyntaxError& error) {
+    fail(error.offset, error.what());
+  }
+  std::vector<std::string> known = impl_->shape_variables;
+  for (const Parameter& p : impl_->parameters) known.push_back(p.name);
+  for (const std::string& name : used)
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      fail(find_identifier(text, name),
+           fmt::format("unknown name '{}'; expected a shape variable or parameter ({}) or a named "
+                       "value",
+                       name, fmt::join(known, ", ")));
+}
+
 SearchSpace SearchSpace::restrict(const std::vector<std::string>& constraints) const {
   const std::string name = impl_->file_name + " (restricted)";
   std::string text = impl_->text;
-  for (const std::string& expression : constraints) text = edit_add_constraint(text, name, expression);
+  for (const std::string& expression : constraints) {
+    // Checked here, so that no error points into the text generated below.
+    check_constraint(expression);
+    try {
+      text = edit_add_constraint(text, name, expression);
+    } catch (const InputError& error) {
+      throw InputError(fmt::format("'{}': {}", expression, error.message()));
+    }
+  }
   SearchSpace space;
   space.impl_ =
       parse_space(text, name, std::filesystem::path(impl_->file_name).parent_path(), false);
@@ -309,31 +338,37 @@ std::vector<std::pair<std::string, std::string>> split_assignments(std::string_v
 
 Shape SearchSpace::parse_shape(std::string_view text) const {
   const auto& names = impl_->shape_variables;
+  // A shape comes from a command line or a database, never from the space
+  // file: its errors carry no file location.
+  const SourceLocation nowhere;
+  if (text.find_first_not_of(" \t") == std::string_view::npos)
+    throw InputError(fmt::format("empty shape; expected NAME=VALUE for each of {}",
+                                 fmt::join(names, ", ")));
   Shape shape;
   shape.values.assign(names.size(), 0);
   std::vector<bool> seen(names.size(), false);
-  for (const auto& [name, value] : split_assignments(text, "shape", impl_->shape_variables_where)) {
+  for (const auto& [name, value] : split_assignments(text, "shape", nowhere)) {
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end())
-      throw InputError(impl_->shape_variables_where,
+      throw InputError(nowhere,
                        fmt::format("shape '{}': unknown shape variable '{}'; expected {}", text,
                                    name, fmt::join(names, ", ")));
     std::size_t index = static_cast<std::size_t>(it - names.begin());
     if (seen[index])
-      throw InputError(impl_->shape_variables_where,
+      throw InputError(nowhere,
                        fmt::format("shape '{}': variable '{}' is given twice", text, name));
     std::int64_t number = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
     if (ec != std::errc() || end != value.data() + value.size() || number <= 0)
       throw InputError(
-          impl_->shape_variables_where,
+          nowhere,
           fmt::format("shape '{}': {}={} is not a positive integer", text, name, value));
     shape.values[index] = number;
     seen[index] = true;
   }
   for (std::size_t i = 0; i < names.size(); ++i)
     if (!seen[i])
-      throw InputError(impl_->shape_variables_where,
+      throw InputError(nowhere,
                        fmt::format("shape '{}' lacks variable '{}'; expected every one of {}", text,
                                    names[i], fmt::join(names, ", ")));
   return shape;

@@ -132,8 +132,15 @@ TEST_F(SpaceCommands, BadShapeOrMissingFileExitsWithTwo) {
   const std::string file = (spaces_dir / "small.yaml").string();
   Outcome r = run({"space", "count", file, "--shape", "N=64"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("lacks variable 'M'"), std::string::npos) << r.err;
+  // The shape is the option's, not a line of the space file.
+  EXPECT_EQ(r.err, "mlatune: error: --shape: shape 'N=64' lacks variable 'M'; expected every one "
+                   "of N, M\n");
   expect_clean_error(r);
+  for (const char* command : {"count", "list"}) {
+    r = run({"space", command, file, "--shape", ""});  // not the default shapes
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_EQ(r.err, "mlatune: error: --shape: empty shape; expected NAME=VALUE for each of N, M\n");
+  }
   r = run({"space", "validate", (dir_ / "nothing.yaml").string()});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("nothing.yaml"), std::string::npos) << r.err;
@@ -170,16 +177,45 @@ TEST_F(SpaceCommands, EveryMalformedFileGivesFileLineColumnAndExitCodeTwo) {
 TEST_F(SpaceCommands, ConstrainValidatesBeforeWriting) {
   fs::path file = copy_small();
   const std::string before = read_file(file);
+  // Errors in the expression point into the expression, not at the line of
+  // the file it would have been written to.
   Outcome r = run({"space", "constrain", file.string(), "THREADS +* 2 <= 64"});
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find(file.string() + ":"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("unexpected operator '*'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: space constrain 'THREADS +* 2 <= 64': column 10: "
+                        "unexpected operator '*'",
+                        0),
+            0u)
+      << r.err;
   expect_clean_error(r);
   EXPECT_EQ(read_file(file), before);  // untouched
+  r = run({"space", "constrain", file.string(), "WIDTH > 2"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: space constrain 'WIDTH > 2': column 1: unknown name 'WIDTH'", 0), 0u)
+      << r.err;
 
+  // A whole-space error caused by the new line is the command's.
   r = run({"space", "constrain", file.string(), "THREADS > 100000"});
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("no valid config"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: space constrain 'THREADS > 100000' would make it invalid: "
+                        "no valid config",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_EQ(read_file(file), before);
+
+  // One at an unchanged line is reported at that line of the file as it is:
+  // launch.shared_memory (line 37) compares ALGORITHM with 'tiled'.
+  r = run({"space", "set", file.string(), "ALGORITHM", "plain,unrolled"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: " + file.string() + ":37:32: space set ALGORITHM plain,unrolled "
+                        "would make it invalid: unknown name 'tiled'",
+                        0),
+            0u)
+      << r.err;
+  r = run({"space", "add", file.string(), "THREADS", "many"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: space add THREADS many would make it invalid: value 'many'", 0), 0u)
+      << r.err;
   EXPECT_EQ(read_file(file), before);
 
   r = run({"space", "constrain", file.string(), "ITEMS <= 2"});

@@ -119,6 +119,28 @@ TEST_F(TuneCli, CompileOnlyRefusesAStrategyAndHonoursMaxEvals) {
   EXPECT_EQ(nlohmann::json::parse(all.out)["totals"]["configs"], 35);
 }
 
+// Errors in --where and --shape name the option and a column of its text,
+// not a line of the space file or of text generated from it.
+TEST_F(TuneCli, WhereAndShapeErrorsPointIntoTheOption) {
+  auto r = run(compile_only("small.yaml", {"--where", "THREADS = 64"}));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: --where 'THREADS = 64': column 9: '=' is an assignment", 0), 0u)
+      << r.err;
+  r = run(compile_only("small.yaml", {"--where", "ITEMS <= 2", "--where", "THREDS > 32"}));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: --where 'THREDS > 32': column 1: unknown name 'THREDS'", 0), 0u)
+      << r.err;
+  EXPECT_EQ(r.err.find("(restricted)"), std::string::npos) << r.err;
+  r = run(compile_only("small.yaml", {"--shape", ""}));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err, "mlatune: error: --shape: empty shape; expected NAME=VALUE for each of N, M\n");
+  r = run(compile_only("small.yaml", {"--shape", "N=64,M=3,K=1"}));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: --shape: shape 'N=64,M=3,K=1': unknown shape variable 'K'", 0), 0u)
+      << r.err;
+  EXPECT_FALSE(fs::exists(db()));
+}
+
 // Hidden from CUDA, no machine has a GPU: a strategy, which needs timing,
 // is refused as an environment problem rather than quietly dropped.
 TEST_F(TuneCli, WithoutAGpuAStrategyIsRefused) {
