@@ -32,6 +32,7 @@ struct CacheOptions {
   bool json_output = false;
   std::string format;
   std::string output;
+  bool force = false;
   std::string other;
   std::vector<std::string> spaces;
 };
@@ -285,8 +286,32 @@ void best(const CacheOptions& o) {
   table.print(stdout);
 }
 
+bool is_sqlite_database(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char header[16] = {};
+  in.read(header, sizeof header);
+  return in.gcount() == sizeof header && std::equal(header, header + 16, "SQLite format 3");
+}
+
+// Exporting over the database (by any name: a link is the same file) would
+// replace every measurement with their CSV; another database likewise.
+void check_export_target(const std::filesystem::path& output, const std::filesystem::path& database,
+                         bool force) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(output, database, ec))
+    throw InputError(fmt::format("--output {} is the database {} itself; expected another file",
+                                 output.string(), database.string()));
+  if (!force && is_sqlite_database(output))
+    throw InputError(fmt::format("--output {} is an SQLite database, which the export would "
+                                 "overwrite; expected another file (or --force to overwrite it)",
+                                 output.string()));
+}
+
 void export_measurements(const CacheOptions& o) {
   Store store = Store::open(database_path(o.db), StoreMode::read_only);
+  if (!o.output.empty()) check_export_target(o.output, store.path(), o.force);
   auto records = store.measurements();
   std::ofstream file;
   if (!o.output.empty()) {
@@ -413,6 +438,8 @@ void add_cache_commands(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"csv", "json"}));
   export_cmd->add_option("--output,-o", options->output, "File to write (default: stdout)");
+  export_cmd->add_flag("--force", options->force,
+                       "Overwrite --output even if it is an SQLite database (never the --db itself)");
   export_cmd->callback([options] { export_measurements(*options); });
 
   CLI::App* merge_cmd = cache->add_subcommand(

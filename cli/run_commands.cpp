@@ -17,6 +17,7 @@
 #include "cache/dispatcher.h"
 #include "cache/store.h"
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "core/cuda.h"
 #include "core/error.h"
 #include "core/space.h"
@@ -54,7 +55,7 @@ void print_choice(const SearchSpace& space, const std::string& shape_text, const
 
 void run(const RunOptions& options) {
   SearchSpace space = SearchSpace::load(options.space_file);
-  const Shape shape = space.parse_shape(options.shape);
+  const Shape shape = shape_option(space, "--shape", options.shape);
   const std::string shape_text = space.shape_string(shape);
   const std::filesystem::path database = database_path(options.db);
   std::error_code ec;
@@ -159,7 +160,8 @@ void add_run_commands(CLI::App& app) {
   run_command->add_option("--db", options->db, "database (default: $MLATUNE_DB, else ./mlatune.db)");
   run_command->add_flag("--check", options->check, "validate the output against the float64 reference");
   run_command->add_flag("--json", options->json, "print the report as JSON");
-  run_command->add_option("--seed", options->seed, "seed for the random inputs (default: fresh)");
+  run_command->add_option("--seed", options->seed, "seed for the random inputs (default: fresh)")
+      ->check(whole_number(0, UINT64_MAX));
   run_command->callback([options] { run(*options); });
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
+#include "core/embedded.h"
 #include "core/error.h"
 #include "core/space.h"
 #include "core/space_edit.h"
@@ -22,7 +25,7 @@ namespace fs = std::filesystem;
 
 struct SpaceOptions {
   std::string file;
-  std::string shape;
+  std::optional<std::string> shape;  // unset: the default shapes
   std::size_t limit = 0;  // 0: no limit
   bool json = false;
   std::string parameter;
@@ -32,17 +35,18 @@ struct SpaceOptions {
 
 // The shapes a command works on: the one given with --shape, else the
 // space's default shapes.
-std::vector<Shape> shapes_for(const SearchSpace& space, const std::string& option) {
-  if (!option.empty()) return {space.parse_shape(option)};
+std::vector<Shape> shapes_for(const SearchSpace& space, const std::optional<std::string>& option) {
+  if (option) return {shape_option(space, "--shape", *option)};
   return space.default_shapes();
 }
 
 std::string counts_summary(const SearchSpace& space) {
   std::vector<std::string> parts;
   for (const Shape& shape : space.default_shapes())
-    parts.push_back(fmt::format("{} valid at {}", space.count(shape), space.shape_string(shape)));
+    parts.push_back(
+        fmt::format("{} valid at {}", count_text(space.count(shape)), space.shape_string(shape)));
   return fmt::format("{} parameters, {} raw configs; {}", space.parameters().size(),
-                     space.raw_count(), fmt::join(parts, "; "));
+                     count_text(space.raw_count()), fmt::join(parts, "; "));
 }
 
 // When no config is valid, which constraint is to blame.
@@ -64,7 +68,8 @@ void run_count(const SpaceOptions& o) {
   SearchSpace space = SearchSpace::load(o.file);
   for (const Shape& shape : shapes_for(space, o.shape)) {
     std::uint64_t valid = space.count(shape);
-    fmt::print("{} valid of {} raw configs at {}{}\n", valid, space.raw_count(),
+    fmt::print("{} valid of {} raw configs at {}{}\n", count_text(valid),
+               count_text(space.raw_count()),
                space.shape_string(shape), none_left_note(space, shape, valid));
   }
 }
@@ -104,8 +109,10 @@ void run_list(const SpaceOptions& o) {
 
 std::string read_space_text(const std::string& file) {
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec))
+  if (!fs::exists(file, ec))
     throw InputError(SourceLocation{file}, "no such file; expected a search-space YAML file");
+  if (std::string why = unreadable_text_file_reason(file); !why.empty())
+    throw InputError(SourceLocation{file}, why + "; expected a search-space YAML file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw EnvironmentError(fmt::format("cannot open {} for reading", file));
   std::ostringstream buffer;
@@ -114,12 +121,53 @@ std::string read_space_text(const std::string& file) {
   return buffer.str();
 }
 
-// Every edit is validated as a whole space before the file is replaced.
-void write_edit(const std::string& file, const std::string& new_text, const std::string& what) {
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> lines;
+  for (std::size_t start = 0; start < text.size();) {
+    std::size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+// The line of the user's file that holds line `line` of the edited text:
+// the same above the edit, shifted below it; none inside the edited lines,
+// which the file does not have yet.
+std::optional<int> line_before_edit(std::string_view old_text, std::string_view new_text, int line) {
+  const auto before = lines_of(old_text), after = lines_of(new_text);
+  std::size_t prefix = 0;
+  while (prefix < before.size() && prefix < after.size() && before[prefix] == after[prefix]) ++prefix;
+  std::size_t suffix = 0;
+  while (suffix < before.size() - prefix && suffix < after.size() - prefix &&
+         before[before.size() - 1 - suffix] == after[after.size() - 1 - suffix])
+    ++suffix;
+  const auto at = static_cast<std::size_t>(line);
+  if (at <= prefix) return line;
+  if (at > after.size() - suffix) return static_cast<int>(at - after.size() + before.size());
+  return std::nullopt;
+}
+
+// Every edit is validated as a whole space before the file is replaced.  An
+// error is reported where the user can find it: at a line of the file as it
+// is, or else against the command (`what`: "space add THREADS 512").
+void write_edit(const std::string& file, const std::string& old_text, const std::string& new_text,
+                const std::string& command, const std::string& what) {
   fs::path base = fs::path(file).parent_path();
   if (base.empty()) base = ".";
-  replace_file_validated(file, new_text,
-                         [&](std::string_view text) { SearchSpace::parse(text, file, base); });
+  auto validate = [&](std::string_view text) {
+    try {
+      SearchSpace::parse(text, file, base);
+    } catch (const InputError& error) {
+      const SourceLocation& where = error.where();
+      const std::string message = fmt::format("{} would make it invalid: {}", command, error.message());
+      std::optional<int> line;
+      if (where.file == file && where.line > 0) line = line_before_edit(old_text, text, where.line);
+      if (line) throw InputError(SourceLocation{file, *line, where.column}, message);
+      throw InputError(message);
+    }
+  };
+  replace_file_validated(file, new_text, validate);
   SearchSpace space = SearchSpace::parse(new_text, file, base);
   fmt::print("{}: {}; {}\n", file, what, counts_summary(space));
 }
@@ -167,7 +215,8 @@ void add_space_commands(CLI::App& app) {
   CLI::App* list = file_command(*space, "list", "list the valid configs for a shape", o);
   list->add_option("--shape", o->shape,
                    "e.g. B=2,T=32,H=4,D=16,R=24 (default: the first default shape)");
-  list->add_option("--limit", o->limit, "list at most N configs (0: all)");
+  list->add_option("--limit", o->limit, "list at most N configs (0: all)")
+      ->check(whole_number(0, UINT64_MAX));
   list->add_flag("--json", o->json, "print a JSON array of objects");
   list->callback([o] { run_list(*o); });
 
@@ -177,7 +226,8 @@ void add_space_commands(CLI::App& app) {
   set->callback([o] {
     std::string text = read_space_text(o->file);
     std::vector<std::string> values = split_values(o->value);
-    write_edit(o->file, edit_set_values(text, o->file, o->parameter, values),
+    write_edit(o->file, text, edit_set_values(text, o->file, o->parameter, values),
+               fmt::format("space set {} {}", o->parameter, o->value),
                fmt::format("{} = [{}]", o->parameter, fmt::join(values, ", ")));
   });
 
@@ -186,7 +236,8 @@ void add_space_commands(CLI::App& app) {
   add->add_option("value", o->value, "the value to add")->required();
   add->callback([o] {
     std::string text = read_space_text(o->file);
-    write_edit(o->file, edit_add_value(text, o->file, o->parameter, o->value),
+    write_edit(o->file, text, edit_add_value(text, o->file, o->parameter, o->value),
+               fmt::format("space add {} {}", o->parameter, o->value),
                fmt::format("added {} to {}", o->value, o->parameter));
   });
 
@@ -195,7 +246,8 @@ void add_space_commands(CLI::App& app) {
   remove->add_option("value", o->value, "the value to remove")->required();
   remove->callback([o] {
     std::string text = read_space_text(o->file);
-    write_edit(o->file, edit_remove_value(text, o->file, o->parameter, o->value),
+    write_edit(o->file, text, edit_remove_value(text, o->file, o->parameter, o->value),
+               fmt::format("space remove {} {}", o->parameter, o->value),
                fmt::format("removed {} from {}", o->value, o->parameter));
   });
 
@@ -203,7 +255,16 @@ void add_space_commands(CLI::App& app) {
   constrain->add_option("expression", o->expression, "e.g. \"A * B <= 1024\"")->required();
   constrain->callback([o] {
     std::string text = read_space_text(o->file);
-    write_edit(o->file, edit_add_constraint(text, o->file, o->expression),
+    // The expression alone first, so that its errors point into it rather
+    // than at a line the file does not have yet.
+    try {
+      SearchSpace::load(o->file).check_constraint(o->expression);
+    } catch (const InputError& error) {
+      if (error.where().line > 0) throw;  // the file itself is broken
+      throw InputError("space constrain " + error.message());
+    }
+    write_edit(o->file, text, edit_add_constraint(text, o->file, o->expression),
+               fmt::format("space constrain '{}'", o->expression),
                fmt::format("added constraint '{}'", o->expression));
   });
 
@@ -211,7 +272,8 @@ void add_space_commands(CLI::App& app) {
   unconstrain->add_option("expression", o->expression, "the constraint's text")->required();
   unconstrain->callback([o] {
     std::string text = read_space_text(o->file);
-    write_edit(o->file, edit_remove_constraint(text, o->file, o->expression),
+    write_edit(o->file, text, edit_remove_constraint(text, o->file, o->expression),
+               fmt::format("space unconstrain '{}'", o->expression),
                fmt::format("removed constraint '{}'", o->expression));
   });
 }

@@ -1,6 +1,8 @@
 // mlatune tune: the command's options, and their parsing into typed
 // settings (cli/tune_settings.h).  What it does with them: cli/tune_run.cpp;
 // what it prints: cli/tune_report.cpp.
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/tune_settings.h"
 #include "core/compiler.h"
 #include "tuner/strategies/registry.h"
@@ -34,6 +37,7 @@ struct TuneOptions {
   std::optional<std::uint64_t> seed;
   std::string cache = "cold";
   std::string strategy{to_string(StrategyKind{})};
+  bool strategy_given = false;  // set by the callback: --strategy on the command line
   bool misses = false;
   std::string replay;
   double budget_ms = TimingOptions{}.budget_ms;
@@ -59,14 +63,27 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.jobs = options.jobs;
   s.max_evals = options.max_evals;
   s.seed = options.seed;
-  // Compiling alone goes through every config in enumeration order, whatever
-  // the strategy; its name is checked only when it chooses what to measure.
-  if (!options.compile_only) s.strategy = parse_strategy_kind(options.strategy);
+  s.strategy = parse_strategy_kind(options.strategy);  // checked by its validator already
+  s.strategy_given = options.strategy_given;
   s.timing.cache = parse_cache_mode(options.cache).value_or(CacheMode::cold);
   s.timing.budget_ms = options.budget_ms;
   s.timing.cut_min_samples = options.cut_after;
   s.cutoff = options.cutoff;
   return s;
+}
+
+/// --strategy's check, so that a bad name fails when given, used or not.
+CLI::Validator strategy_name() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          parse_strategy_kind(text);
+        } catch (const InputError& error) {
+          return error.what();
+        }
+        return {};
+      },
+      "NAME");
 }
 
 }  // namespace
@@ -89,16 +106,19 @@ void add_tune_commands(CLI::App& app) {
                    "database file (default: $MLATUNE_DB, else ./mlatune.db)");
   tune->add_option("--max-evals", options->max_evals,
                    "per shape: evaluate a uniform random subset of this many valid configs")
-      ->check(CLI::PositiveNumber);
-  tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)");
+      ->check(whole_number(1, UINT64_MAX));
+  tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)")
+      ->check(whole_number(0, UINT64_MAX));
   tune->add_option("--where", options->where,
                    "only configs that also satisfy this constraint, e.g. \"ALGORITHM == tf32x3\" "
                    "(repeatable); results are stored under the space itself");
   tune->add_flag("--misses", options->misses,
                  "tune the shapes the runtime dispatcher was asked for but had no tuned entry for "
                  "(recorded in the database)");
-  tune->add_option("--strategy", options->strategy,
-                   fmt::format("search strategy (default {}): {}", options->strategy, describe_strategies()));
+  CLI::Option* strategy =
+      tune->add_option("--strategy", options->strategy,
+                       fmt::format("search strategy (default {}): {}", options->strategy, describe_strategies()))
+          ->check(strategy_name());
   tune->add_option("--replay", options->replay,
                    "serve measurements from a recorded sweep instead of a GPU: a run id of the "
                    "database, or a CSV of shape,config,outcome,median_us (`mlatune cache export "
@@ -108,7 +128,7 @@ void add_tune_commands(CLI::App& app) {
   tune->add_option("--budget-ms", options->budget_ms,
                    fmt::format("timing budget per candidate, ms (default {:g}; a settled median stops sooner)",
                                TimingOptions{}.budget_ms))
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive_number());
   tune->add_option("--cutoff", options->cutoff,
                    fmt::format("stop timing a candidate once its median passes FACTOR x the best so far at "
                                "its shape (from --cut-after launches on; recorded as a cut measurement); 0: never "
@@ -120,12 +140,13 @@ void add_tune_commands(CLI::App& app) {
             try {
               std::size_t used = 0;
               double factor = std::stod(text, &used);
-              if (used == text.size() && (factor == 0 || factor > 1)) return {};
+              if (used == text.size() && (factor == 0 || (factor > 1 && std::isfinite(factor))))
+                return {};
             } catch (const std::exception&) {
               // Not a number: the message below.
             }
-            return "must be 0 (no early cut) or a number above 1, so that a candidate faster than the best "
-                   "is never cut";
+            return "must be 0 (no early cut) or a finite number above 1, so that a candidate faster than "
+                   "the best is never cut";
           },
           "0 or above 1"));
   // Three at least: with fewer, one wild launch could decide the cut.
@@ -135,7 +156,10 @@ void add_tune_commands(CLI::App& app) {
       ->check(CLI::Range(3, 1000));
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(CLI::NonNegativeNumber);
-  tune->callback([options] { run_tune(settings_from(*options)); });
+  tune->callback([options, strategy] {
+    options->strategy_given = strategy->count() > 0;
+    run_tune(settings_from(*options));
+  });
 }
 
 }  // namespace mlatune::cli

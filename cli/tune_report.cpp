@@ -125,7 +125,7 @@ void print_shape_best(const ShapeReport& s, const SweepSummary& summary) {
 void print_shape_text(const ShapeReport& s, const SweepSummary& summary) {
   fmt::print("\n{} at {} on {}\n", summary.kernel, s.shape, summary.device.name);
   fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now\n",
-             s.valid_configs, s.planned, s.already_measured, s.results.size());
+             count_text(s.valid_configs), s.planned, s.already_measured, s.results.size());
   if (!s.results.empty()) print_shape_counts(s, summary);
   if (!s.retimed.empty()) {
     fmt::print("  fastest, timed again interleaved (median us; min; p90; sweep median):\n");

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "cache/store.h"
+#include "cli/option_checks.h"
 #include "cli/tune_report.h"
 #include "cli/tune_settings.h"
 #include "core/compiler.h"
@@ -57,7 +58,7 @@ std::optional<std::vector<Shape>> shapes_to_tune(const SearchSpace& space, const
   } else if (settings.shapes.empty()) {
     shapes = space.default_shapes();
   } else {
-    for (const std::string& text : settings.shapes) shapes.push_back(space.parse_shape(text));
+    for (const std::string& text : settings.shapes) shapes.push_back(shape_option(space, "--shape", text));
   }
   if (shapes.empty())
     throw InputError(SourceLocation{space.file_name()}, "the space has no default shapes; give one with --shape");
@@ -108,8 +109,29 @@ ReplayData load_replay(const std::string& replay, const std::filesystem::path& d
 /// The space with `--where` constraints added, or nothing when there are none.
 std::optional<SearchSpace> restricted_space(const SearchSpace& space, const TuneSettings& settings) {
   if (settings.where.empty()) return std::nullopt;
-  return space.restrict(settings.where);
+  try {
+    return space.restrict(settings.where);
+  } catch (const InputError& error) {
+    throw InputError("--where " + error.message());
+  }
 }
+
+/// Each --where on its own, before anything runs or is written.
+void check_where(const SearchSpace& space, const TuneSettings& settings) {
+  for (const std::string& where : settings.where) {
+    try {
+      space.check_constraint(where);
+    } catch (const InputError& error) {
+      throw InputError("--where " + error.message());
+    }
+  }
+}
+
+// A strategy picks what to time next from what it has timed; compiling
+// measures nothing, so it would be silently ignored there.
+const char* const strategy_needs_timing =
+    "a strategy chooses what to time next from the times so far, and compiling times nothing; "
+    "use --max-evals N to compile a uniform random subset";
 
 SweepOptions sweep_options(const TuneSettings& settings, std::vector<Shape> shapes, const std::string& arch) {
   SweepOptions sweep;
@@ -202,7 +224,11 @@ void compile_and_report(const SearchSpace& space, const TuneSettings& settings, 
 }  // namespace
 
 void run_tune(const TuneSettings& settings) {
+  if (settings.compile_only && settings.strategy_given && settings.replay.empty())
+    throw InputError(fmt::format("--strategy {} cannot be used with --compile-only: {}",
+                                 to_string(settings.strategy), strategy_needs_timing));
   SearchSpace space = SearchSpace::load(settings.space_file);
+  check_where(space, settings);
   std::optional<std::vector<Shape>> shapes = shapes_to_tune(space, settings);
   if (!shapes) return;
   if (!settings.replay.empty()) return replay_sweep(space, settings, std::move(*shapes));
@@ -228,8 +254,15 @@ void run_tune(const TuneSettings& settings) {
                        false);
       return;
     }
-    notes.push_back(fmt::format("no GPU present ({}): compiling every candidate for {} only; nothing is timed",
-                                gpu.why_not, arch));
+    if (settings.strategy_given)
+      throw EnvironmentError(fmt::format("no GPU present ({}), so nothing can be timed: --strategy {} needs "
+                                         "timing ({})",
+                                         gpu.why_not, to_string(settings.strategy), strategy_needs_timing));
+    notes.push_back(fmt::format("no GPU present ({}): compiling {} for {} only; nothing is timed", gpu.why_not,
+                                settings.max_evals
+                                    ? fmt::format("at most {} candidates a shape", *settings.max_evals)
+                                    : std::string("every candidate"),
+                                arch));
   }
   // Nothing runs on a GPU from here on: the worker goes now, not at the end.
   gpu.worker.reset();

@@ -32,6 +32,7 @@ struct TuneSettings {
   std::optional<std::uint64_t> max_evals;
   std::optional<std::uint64_t> seed;
   StrategyKind strategy;  // the registry's first: brute force
+  bool strategy_given = false;         // --strategy was on the command line
   TimingOptions timing;                // cache method, budget, cut_min_samples
   double cutoff = 0;
 };

@@ -21,9 +21,25 @@ std::optional<std::string_view> find_embedded(std::string_view path) {
   return std::nullopt;
 }
 
+std::string unreadable_text_file_reason(const std::filesystem::path& path) {
+  std::error_code ec;
+  // Reading a directory fails late; reading /dev/zero never ends.
+  if (!std::filesystem::is_regular_file(path, ec))
+    return std::filesystem::is_directory(path, ec) ? "is a directory, not a file"
+                                                   : "is not a regular file (a device, FIFO or socket)";
+  std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return {};  // the read below reports it
+  if (size > max_text_file_bytes)
+    return fmt::format("is {} bytes; expected a text file of at most {} bytes", size,
+                       max_text_file_bytes);
+  return {};
+}
+
 LoadedText load_text_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
+    if (std::string why = unreadable_text_file_reason(path); !why.empty())
+      throw InputError(SourceLocation{path.string()}, why);
     std::ifstream in(path, std::ios::binary);
     if (!in) throw EnvironmentError(fmt::format("cannot open {} for reading", path.string()));
     std::ostringstream buffer;

@@ -2,6 +2,7 @@
 // spaces), so that mlatune runs from any directory.  A file on disk always wins
 // over its embedded copy: users edit templates without rebuilding mlatune.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -28,9 +29,18 @@ struct LoadedText {
   std::string origin;  // the disk path, or "embedded:<relative path>"
 };
 
+/// The largest text file mlatune reads (templates, spaces): a bound on the
+/// memory a wrong path can claim.
+inline constexpr std::uintmax_t max_text_file_bytes = std::uintmax_t{16} << 20;
+
+/// Why `path`, which exists, cannot be read as a text file (not a regular
+/// file, or larger than max_text_file_bytes); empty when it can.
+std::string unreadable_text_file_reason(const std::filesystem::path& path);
+
 /// Reads `path` from disk; if it does not exist, falls back to the embedded
 /// copy with the same relative path or file name.  Throws InputError when
-/// neither exists (or EnvironmentError when the file exists but cannot be read).
+/// neither exists or the path is not a regular file of at most
+/// max_text_file_bytes (EnvironmentError when reading it fails).
 LoadedText load_text_file(const std::filesystem::path& path);
 
 }  // namespace mlatune

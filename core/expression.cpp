@@ -128,6 +128,35 @@ ExpressionSyntaxError translate(const mu::ParserError& error, const std::string&
   }
 }
 
+// muParser reads `a = b` as an assignment that rewrites `a` on every
+// evaluation, and `a, b` as two expressions of which only `b` counts: both
+// silently change the space.  An '=' that is not part of == <= >= != is one.
+void reject_assignment(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '=') continue;
+    if (i + 1 < text.size() && text[i + 1] == '=') {
+      ++i;  // "==": a comparison
+      continue;
+    }
+    if (i > 0 && (text[i - 1] == '<' || text[i - 1] == '>' || text[i - 1] == '!')) continue;
+    throw ExpressionSyntaxError(i, "'=' is an assignment, which expressions do not allow; "
+                                   "expected '==' to compare");
+  }
+}
+
+// A comma outside any parenthesis separates two expressions.  Called once
+// muParser has accepted the text, so the parentheses are balanced.
+void reject_expression_list(const std::string& text) {
+  int depth = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '(') ++depth;
+    if (text[i] == ')') --depth;
+    if (text[i] == ',' && depth == 0)
+      throw ExpressionSyntaxError(i, "unexpected ','; expected one expression (commas only "
+                                     "between function arguments)");
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& expression_function_names() {
@@ -153,15 +182,7 @@ std::vector<std::string> analyze_expression(const std::string& text,
                                   "unexpected non-ASCII or control character; expected a "
                                   "number, a name, an operator or a parenthesis");
   }
-  // muParser reads a lone '=' as assignment: 'A = 4' would overwrite the
-  // variable slot shared by every expression of the evaluator and hold.
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '=') continue;
-    bool second = i > 0 && std::string_view("=!<>").find(text[i - 1]) != std::string_view::npos;
-    bool first = i + 1 < text.size() && text[i + 1] == '=';
-    if (!first && !second)
-      throw ExpressionSyntaxError(i, "unexpected '='; expected '==' to compare");
-  }
+  reject_assignment(text);
   mu::Parser parser;
   configure(parser, symbols);
   std::vector<std::string> used;
@@ -179,6 +200,7 @@ std::vector<std::string> analyze_expression(const std::string& text,
   } catch (const mu::ParserError& error) {
     throw translate(error, text);
   }
+  reject_expression_list(text);
   std::sort(used.begin(), used.end(), [&](const std::string& a, const std::string& b) {
     return find_identifier(text, a) < find_identifier(text, b);
   });

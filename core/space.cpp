@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/embedded.h"
+#include "core/expression.h"
 #include "core/hash.h"
 #include "core/space_edit.h"
 #include "core/space_impl.h"
@@ -77,6 +78,11 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
 std::uint64_t saturating_multiply(std::uint64_t a, std::uint64_t b) {
   if (a == 0 || b == 0) return 0;
   return a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+std::string count_text(std::uint64_t count) {
+  if (count == UINT64_MAX) return fmt::format("at least {}", count);
+  return std::to_string(count);
 }
 
 SearchSpace::Impl::Impl(const Impl& other) : SpaceData(other) { adopt_expressions(); }
@@ -171,10 +177,38 @@ SearchSpace SearchSpace::parse(std::string_view text, const std::string& file_na
   return space;
 }
 
+void SearchSpace::check_constraint(const std::string& text) const {
+  auto fail = [&](std::size_t offset, const std::string& message) {
+    throw InputError(fmt::format("'{}': column {}: {}", text, offset + 1, message));
+  };
+  std::vector<std::string> used;
+  try {
+    used = analyze_expression(text, impl_->symbols);
+  } catch (const ExpressionSyntaxError& error) {
+    fail(error.offset, error.what());
+  }
+  std::vector<std::string> known = impl_->shape_variables;
+  for (const Parameter& p : impl_->parameters) known.push_back(p.name);
+  for (const std::string& name : used)
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      fail(find_identifier(text, name),
+           fmt::format("unknown name '{}'; expected a shape variable or parameter ({}) or a named "
+                       "value",
+                       name, fmt::join(known, ", ")));
+}
+
 SearchSpace SearchSpace::restrict(const std::vector<std::string>& constraints) const {
   const std::string name = impl_->file_name + " (restricted)";
   std::string text = impl_->text;
-  for (const std::string& expression : constraints) text = edit_add_constraint(text, name, expression);
+  for (const std::string& expression : constraints) {
+    // Checked here, so that no error points into the text generated below.
+    check_constraint(expression);
+    try {
+      text = edit_add_constraint(text, name, expression);
+    } catch (const InputError& error) {
+      throw InputError(fmt::format("'{}': {}", expression, error.message()));
+    }
+  }
   SearchSpace space;
   space.impl_ =
       parse_space(text, name, std::filesystem::path(impl_->file_name).parent_path(), false);
@@ -304,31 +338,37 @@ std::vector<std::pair<std::string, std::string>> split_assignments(std::string_v
 
 Shape SearchSpace::parse_shape(std::string_view text) const {
   const auto& names = impl_->shape_variables;
+  // A shape comes from a command line or a database, never from the space
+  // file: its errors carry no file location.
+  const SourceLocation nowhere;
+  if (text.find_first_not_of(" \t") == std::string_view::npos)
+    throw InputError(fmt::format("empty shape; expected NAME=VALUE for each of {}",
+                                 fmt::join(names, ", ")));
   Shape shape;
   shape.values.assign(names.size(), 0);
   std::vector<bool> seen(names.size(), false);
-  for (const auto& [name, value] : split_assignments(text, "shape", impl_->shape_variables_where)) {
+  for (const auto& [name, value] : split_assignments(text, "shape", nowhere)) {
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end())
-      throw InputError(impl_->shape_variables_where,
+      throw InputError(nowhere,
                        fmt::format("shape '{}': unknown shape variable '{}'; expected {}", text,
                                    name, fmt::join(names, ", ")));
     std::size_t index = static_cast<std::size_t>(it - names.begin());
     if (seen[index])
-      throw InputError(impl_->shape_variables_where,
+      throw InputError(nowhere,
                        fmt::format("shape '{}': variable '{}' is given twice", text, name));
     std::int64_t number = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
     if (ec != std::errc() || end != value.data() + value.size() || number <= 0)
       throw InputError(
-          impl_->shape_variables_where,
+          nowhere,
           fmt::format("shape '{}': {}={} is not a positive integer", text, name, value));
     shape.values[index] = number;
     seen[index] = true;
   }
   for (std::size_t i = 0; i < names.size(); ++i)
     if (!seen[i])
-      throw InputError(impl_->shape_variables_where,
+      throw InputError(nowhere,
                        fmt::format("shape '{}' lacks variable '{}'; expected every one of {}", text,
                                    names[i], fmt::join(names, ", ")));
   return shape;
@@ -420,28 +460,47 @@ Validity SearchSpace::check(const Config& config, const Shape& shape) const {
 
 namespace {
 
-LaunchGeometry evaluate_geometry(const KernelSource& source, ExpressionEvaluator& evaluator) {
+// Limits of every CUDA device since compute capability 3.0.
+constexpr std::int64_t max_grid[3] = {2147483647, 65535, 65535};
+constexpr std::int64_t max_block[3] = {1024, 1024, 64};
+constexpr std::int64_t max_threads_per_block = 1024;
+
+}  // namespace
+
+LaunchGeometry evaluate_launch(const KernelSource& source, ExpressionEvaluator& evaluator,
+                               const Expression** culprit) {
   LaunchGeometry g;
+  auto invalid = [&](const Expression& e, std::string reason) {
+    if (!g.invalid_reason.empty()) return;
+    g.invalid_reason = fmt::format("{} ('{}' at {})", reason, e.text(), e.where().str());
+    if (culprit) *culprit = &e;
+  };
   auto integer = [&](const Expression& e, const char* what, std::int64_t minimum,
-                     std::int64_t& out) {
+                     std::int64_t maximum, std::int64_t& out) {
     double v = evaluator.evaluate(SearchSpace::Impl::of(e).id);
-    if (!std::isfinite(v) || v != std::floor(v) || v < static_cast<double>(minimum) || v > 9.0e18) {
-      out = 0;
-      if (g.invalid_reason.empty())
-        g.invalid_reason =
-            fmt::format("{} = {} ('{}' at {}) is not {}", what, v, e.text(), e.where().str(),
-                        minimum > 0 ? "a positive integer" : "a non-negative integer");
-      return;
-    }
+    out = 0;
+    if (!std::isfinite(v) || v != std::floor(v) || v < static_cast<double>(minimum))
+      return invalid(e, fmt::format("{} = {} is not {}", what, v,
+                                    minimum > 0 ? "a positive integer" : "a non-negative integer"));
+    if (v > static_cast<double>(maximum))
+      return invalid(e, fmt::format("{} = {} is above the CUDA limit of {}", what, v, maximum));
     out = static_cast<std::int64_t>(v);
   };
   static const char* grid_names[] = {"grid.x", "grid.y", "grid.z"};
   static const char* block_names[] = {"block.x", "block.y", "block.z"};
-  for (int i = 0; i < 3; ++i) integer(source.grid[i], grid_names[i], 1, g.grid[i]);
-  for (int i = 0; i < 3; ++i) integer(source.block[i], block_names[i], 1, g.block[i]);
-  integer(source.shared_bytes, "shared_memory", 0, g.shared_bytes);
+  for (int i = 0; i < 3; ++i) integer(source.grid[i], grid_names[i], 1, max_grid[i], g.grid[i]);
+  for (int i = 0; i < 3; ++i) integer(source.block[i], block_names[i], 1, max_block[i], g.block[i]);
+  integer(source.shared_bytes, "shared_memory", 0, std::int64_t{1} << 53, g.shared_bytes);
+  if (g.valid() && g.block[0] * g.block[1] * g.block[2] > max_threads_per_block)
+    invalid(source.block[0], fmt::format("block = {} x {} x {} is {} threads, above the CUDA "
+                                         "limit of {} per block",
+                                         g.block[0], g.block[1], g.block[2],
+                                         g.block[0] * g.block[1] * g.block[2],
+                                         max_threads_per_block));
   return g;
 }
+
+namespace {
 
 /// Whether the space's prologue runs for the config and shape bound in `evaluator`.
 bool prologue_holds(const SearchSpace::Impl& space, ExpressionEvaluator& evaluator) {
@@ -456,10 +515,10 @@ LaunchGeometry SearchSpace::geometry(const Config& config, const Shape& shape) c
   auto evaluator = impl_->lease();
   impl_->bind_shape(*evaluator, shape);
   impl_->bind_config(*evaluator, config);
-  LaunchGeometry g = evaluate_geometry(impl_->kernel, *evaluator);
+  LaunchGeometry g = evaluate_launch(impl_->kernel, *evaluator);
   // A config whose prologue cannot launch cannot run, however good its main launch.
   if (g.valid() && prologue_holds(*impl_, *evaluator)) {
-    LaunchGeometry p = evaluate_geometry(impl_->prologue->kernel, *evaluator);
+    LaunchGeometry p = evaluate_launch(impl_->prologue->kernel, *evaluator);
     if (!p.valid()) g.invalid_reason = "prologue " + p.invalid_reason;
   }
   return g;
@@ -480,13 +539,13 @@ std::optional<LaunchGeometry> SearchSpace::prologue_geometry(const Config& confi
   impl_->bind_shape(*evaluator, shape);
   impl_->bind_config(*evaluator, config);
   if (!prologue_holds(*impl_, *evaluator)) return std::nullopt;
-  return evaluate_geometry(impl_->prologue->kernel, *evaluator);
+  return evaluate_launch(impl_->prologue->kernel, *evaluator);
 }
 
 LaunchGeometry SearchSpace::reference_geometry(const Shape& shape) const {
   auto evaluator = impl_->lease();
   impl_->bind_shape(*evaluator, shape);
-  return evaluate_geometry(impl_->reference, *evaluator);
+  return evaluate_launch(impl_->reference, *evaluator);
 }
 
 std::vector<std::pair<std::string, std::string>> SearchSpace::reference_definitions(
@@ -519,6 +578,28 @@ std::vector<std::pair<std::string, std::string>> SearchSpace::definitions(
   return out;
 }
 
+std::string scalar_value_problem(const Argument& argument, double value) {
+  auto integer = [&](double lowest, double highest) -> std::string {
+    if (!std::isfinite(value) || value != std::floor(value))
+      return fmt::format("is {}, not an integer", value);
+    if (value < lowest || value > highest)
+      return fmt::format("is {}, out of range for {}", value, element_type_name(argument.type));
+    return {};
+  };
+  switch (argument.type) {
+    case ElementType::int32: return integer(-2147483648.0, 2147483647.0);
+    case ElementType::int64: return integer(-0x1p63, 0x1p63 - 1024);  // the largest double below 2^63
+    case ElementType::float32:
+      if (!std::isfinite(value) || std::fabs(value) > 3.4028234663852886e38)
+        return fmt::format("is {}, not a finite float32", value);
+      return {};
+    case ElementType::float64:
+      if (!std::isfinite(value)) return fmt::format("is {}, not a finite number", value);
+      return {};
+  }
+  return {};
+}
+
 std::vector<BoundArgument> SearchSpace::bind_arguments(const Shape& shape) const {
   auto evaluator = impl_->lease();
   impl_->bind_shape(*evaluator, shape);
@@ -528,6 +609,11 @@ std::vector<BoundArgument> SearchSpace::bind_arguments(const Shape& shape) const
     bound.argument = &argument;
     if (argument.value) {
       bound.scalar = evaluator->evaluate(SearchSpace::Impl::of(*argument.value).id);
+      if (std::string problem = scalar_value_problem(argument, bound.scalar); !problem.empty())
+        throw InputError(argument.value->where(),
+                         fmt::format("value '{}' of scalar argument '{}' {} at shape {}",
+                                     argument.value->text(), argument.name, problem,
+                                     shape_string(shape)));
     } else {
       bound.element_count = 1;
       for (const Expression& e : argument.shape) {

@@ -147,6 +147,10 @@ struct Validity {
   explicit operator bool() const { return valid; }
 };
 
+/// A count from raw_count() or count() as text: the number, or "at least
+/// 18446744073709551615" where it saturated (the true count may be larger).
+std::string count_text(std::uint64_t count);
+
 /// Thread safety: a SearchSpace is immutable after load; every const member
 /// function may be called from many threads at once.
 class SearchSpace {
@@ -158,9 +162,13 @@ class SearchSpace {
   /// resolve the template paths.
   static SearchSpace parse(std::string_view text, const std::string& file_name,
                            const std::filesystem::path& base_dir);
+  /// Checks `text` as a constraint of this space (syntax, names it reads).
+  /// Throws InputError "'<text>': column N: <what is wrong>", without a file
+  /// location: the text comes from a command line, not the file.
+  void check_constraint(const std::string& text) const;
   /// This space with extra constraints (same parameters, so configs carry
   /// over): a subspace to search.  Its default shapes may have no valid
-  /// config.  Throws InputError for a bad expression.
+  /// config.  Throws InputError for a bad expression (as check_constraint).
   SearchSpace restrict(const std::vector<std::string>& constraints) const;
 
   SearchSpace(SearchSpace&&) noexcept;
@@ -202,7 +210,8 @@ class SearchSpace {
 
   // ---- shapes and configs as text ----------------------------------------
   /// "B=2,T=32,H=4,D=16,R=24" (any order, all variables required, positive).
-  /// Throws InputError naming the missing/unknown variable.
+  /// Throws InputError naming the missing/unknown variable, without a file
+  /// location (the text is not from the space file).
   Shape parse_shape(std::string_view text) const;
   /// Canonical form, in declaration order: "B=2,T=32,H=4,D=16,R=24".
   std::string shape_string(const Shape&) const;
@@ -213,7 +222,8 @@ class SearchSpace {
   // ---- enumeration (lazy) --------------------------------------------------
   /// Product of the value counts (saturates at UINT64_MAX).
   std::uint64_t raw_count() const;
-  /// Number of configs that satisfy every constraint for `shape`.
+  /// Number of configs that satisfy every constraint for `shape` (saturates
+  /// at UINT64_MAX).
   std::uint64_t count(const Shape& shape) const;
   /// Calls `visit` for each valid config in lexicographic order of choice
   /// indices; stops early when `visit` returns false.

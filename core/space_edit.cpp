@@ -844,8 +844,6 @@ void sync_directory(const std::filesystem::path& directory) {
 
 void replace_file_validated(const std::filesystem::path& file, std::string_view new_text,
                             const std::function<void(std::string_view)>& validate) {
-  validate(new_text);
-
   // Edit the file a symbolic link points to, not the link.
   std::error_code error;
   std::filesystem::path target = std::filesystem::canonical(file, error);
@@ -855,6 +853,13 @@ void replace_file_validated(const std::filesystem::path& file, std::string_view 
   if (!S_ISREG(original.st_mode)) {
     throw EnvironmentError(fmt::format("'{}' is not a regular file; expected a search-space file", target.string()));
   }
+  // The rename below would replace a read-only file regardless of its mode
+  // (it needs only the directory's permission), and root passes access():
+  // a file nobody may write is refused by its mode bits.
+  if ((original.st_mode & 0222) == 0 || ::access(target.c_str(), W_OK) != 0)
+    throw EnvironmentError(fmt::format("'{}' is read-only (mode {:o}); make it writable to edit it",
+                                       target.string(), original.st_mode & 07777));
+  validate(new_text);
 
   TemporaryFile temporary(target);
   temporary.write_all(new_text);

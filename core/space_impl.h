@@ -123,6 +123,15 @@ class SearchSpace::Impl : public SpaceData {
   mutable std::map<Shape, std::uint64_t> count_cache_;
 };
 
+/// A kernel's launch for the config and shape bound in `evaluator`; when it
+/// is invalid and `culprit` is given, *culprit is the expression at fault.
+LaunchGeometry evaluate_launch(const KernelSource& source, ExpressionEvaluator& evaluator,
+                               const Expression** culprit = nullptr);
+/// Why `value` cannot be passed as scalar argument `argument` (not an
+/// integer or out of range for an integer type, not finite or out of range
+/// for a float type); empty when it can.
+std::string scalar_value_problem(const Argument& argument, double value);
+
 /// Reads a space (space_parse.cpp).  `check_defaults`: require a valid
 /// config at every default shape (off for a subspace made by restrict()).
 std::unique_ptr<SearchSpace::Impl> parse_space(std::string_view text, const std::string& file_name,

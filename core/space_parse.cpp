@@ -41,6 +41,62 @@ struct Entry {
   YAML::Node value;
 };
 
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Why a parameter name cannot be a preprocessor definition (-DNAME=value)
+// without breaking the kernel source, or empty when it can: a C++ keyword
+// or alternative token, a name reserved to the implementation (__x, _X:
+// __global__, __CUDA_ARCH__, ...), or a CUDA built-in.
+std::string macro_name_conflict(const std::string& name) {
+  static const std::set<std::string> keywords = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+      "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+      "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+      "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+      "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+      "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+      "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+      "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
+      "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "defined"};
+  static const std::set<std::string> cuda = {"threadIdx", "blockIdx", "blockDim", "gridDim",
+                                             "warpSize",  "dim3",     "NULL"};
+  if (keywords.count(name)) return "a C++ keyword";
+  if (name.starts_with("__") || (name.size() > 1 && name[0] == '_' && std::isupper(static_cast<unsigned char>(name[1]))))
+    return "reserved to the compiler (names starting with __ or _ and a capital, such as "
+           "__global__ and __CUDA_ARCH__)";
+  if (cuda.count(name)) return "a CUDA built-in name";
+  return {};
+}
+
+// Whether `source` declares `entry` as a kernel the driver can find by name:
+// `extern "C" __global__ ... entry(`, or `__global__ ... entry(` inside an
+// `extern "C" {` block.  A textual check (comments are not stripped): it
+// catches a misspelt or missing entry, whose every compile would otherwise
+// fail with a misleading message.
+bool declares_kernel(std::string_view source, const std::string& entry) {
+  for (std::size_t at = source.find(entry); at != std::string_view::npos;
+       at = source.find(entry, at + 1)) {
+    std::size_t end = at + entry.size();
+    if ((at > 0 && is_name_char(source[at - 1])) || (end < source.size() && is_name_char(source[end])))
+      continue;
+    while (end < source.size() && std::isspace(static_cast<unsigned char>(source[end]))) ++end;
+    if (end == source.size() || source[end] != '(') continue;
+    std::size_t start = source.find_last_of(";{}", at);
+    std::string_view declaration =
+        source.substr(start == std::string_view::npos ? 0 : start + 1,
+                      at - (start == std::string_view::npos ? 0 : start + 1));
+    if (declaration.find("__global__") == std::string_view::npos) continue;
+    if (declaration.find("extern \"C\"") != std::string_view::npos) return true;
+    std::size_t block = source.rfind("extern \"C\"", at);
+    if (block != std::string_view::npos && source.find_first_not_of(" \t\r\n", block + 10) == start &&
+        source[start] == '{')
+      return true;
+  }
+  return false;
+}
+
 // Scope of an expression: which names it may read.
 enum class Scope { shape_only, full };
 
@@ -238,6 +294,14 @@ class Reader {
   void read_tolerance(const Entry& entry);
   std::string read_template(const Entry& entry, fs::path* resolved);
   void check_default_shapes();
+  void check_arguments_at(ExpressionEvaluator& evaluator, const std::string& shape_text);
+  void check_launch(const KernelSource& source, const std::string& what,
+                    ExpressionEvaluator& evaluator, const std::string& shape_text);
+  void check_default_config_at(ExpressionEvaluator& evaluator, const std::string& shape_text);
+  void check_entry(const std::string& entry, const std::string& what, const SourceLocation& where,
+                   const std::string& source, const fs::path& path) const;
+  YAML::Node load_single_document() const;
+  int second_document_line() const;
 
   std::string_view text_;
   fs::path base_dir_;
@@ -246,6 +310,7 @@ class Reader {
   std::map<std::string, std::pair<std::string, SourceLocation>> names_;
   std::vector<std::pair<std::size_t, std::vector<SourceLocation>>> pending_values_;
   std::optional<SourceLocation> first_workspace_;  // the role of the first workspace argument
+  SourceLocation reference_entry_at_;
 };
 
 void Reader::read_shape(const Entry& entry) {
@@ -303,6 +368,11 @@ void Reader::read_parameters(const Entry& entry) {
     const YAML::Node key = it->first;
     Parameter p;
     p.name = identifier(key, at(key), "parameter name");
+    // Every parameter reaches the kernel as -DNAME=value.
+    if (std::string conflict = macro_name_conflict(p.name); !conflict.empty())
+      fail(at(key), fmt::format("parameter name '{}' is {}, so -D{}=... would break the kernel "
+                                "source; expected another name",
+                                p.name, conflict, p.name));
     p.where = at(key);
     claim_name(p.name, "parameter", p.where);
     Entry e{key, it->second};
@@ -534,8 +604,14 @@ void Reader::read_prologue(const Entry& entry) {
 void Reader::read_tolerance(const Entry& entry) {
   if (entry.value.IsNull()) return;
   auto keys = map(entry.value, at(entry), "'tolerance'", {"relative_l2", "max_abs"}, {});
-  if (auto it = keys.find("relative_l2"); it != keys.end())
+  if (auto it = keys.find("relative_l2"); it != keys.end()) {
     space_->tolerance.relative_l2 = positive_number(it->second, "tolerance.relative_l2");
+    // An error as large as the reference itself: an all-zero output passes.
+    if (space_->tolerance.relative_l2 > 1)
+      fail(at(it->second), fmt::format("tolerance.relative_l2 is '{}', which accepts an output "
+                                       "as far from the reference as zero is; expected at most 1",
+                                       it->second.value.Scalar()));
+  }
   if (auto it = keys.find("max_abs"); it != keys.end())
     space_->tolerance.max_abs = positive_number(it->second, "tolerance.max_abs");
 }
@@ -545,6 +621,11 @@ std::string Reader::read_template(const Entry& entry, fs::path* resolved) {
   if (name.empty()) fail(at(entry), "template path is empty; expected a .cu file");
   fs::path path = fs::path(name).is_absolute() ? fs::path(name) : base_dir_ / name;
   *resolved = path.lexically_normal();
+  std::error_code ec;
+  if (fs::exists(*resolved, ec))
+    if (std::string why = unreadable_text_file_reason(*resolved); !why.empty())
+      fail(at(entry), fmt::format("template '{}' ({}) {}; expected a .cu file", name,
+                                  resolved->string(), why));
   try {
     return load_text_file(*resolved).text;
   } catch (const InputError&) {
@@ -558,24 +639,29 @@ std::string Reader::read_template(const Entry& entry, fs::path* resolved) {
   }
 }
 
+void Reader::check_entry(const std::string& entry, const std::string& what,
+                         const SourceLocation& where, const std::string& source,
+                         const fs::path& path) const {
+  if (!declares_kernel(source, entry))
+    fail(where, fmt::format("{} '{}' is not declared in {}; expected extern \"C\" __global__ "
+                            "void {}(...) there",
+                            what, entry, path.string(), entry));
+}
+
+// What can be known before any config runs is checked at each default
+// shape: buffer extents and scalar values (shape only), and that the
+// default config satisfies the constraints and can be launched, as can the
+// reference.  A space that fails here could never run as written.
 void Reader::check_default_shapes() {
   SearchSpace::Impl& s = *space_;
   for (const Shape& shape : s.default_shapes) {
-    // Throws at the offending extent's location if a buffer extent is not a
-    // non-negative integer.
     auto evaluator = s.lease();
     s.bind_shape(*evaluator, shape);
     std::string shape_text;
     for (std::size_t i = 0; i < shape.values.size(); ++i)
       shape_text += fmt::format("{}{}={}", i ? "," : "", s.shape_variables[i], shape.values[i]);
-    for (const Argument& a : s.arguments)
-      for (const Expression& e : a.shape) {
-        double v = evaluator->evaluate(SearchSpace::Impl::of(e).id);
-        if (!std::isfinite(v) || v != std::floor(v) || v < 0)
-          fail(e.where(), fmt::format("extent '{}' of argument '{}' is {} at default shape {}; "
-                                      "expected a non-negative integer",
-                                      e.text(), a.name, v, shape_text));
-      }
+    check_arguments_at(*evaluator, shape_text);
+    check_launch(s.reference, "reference", *evaluator, shape_text);
     if (!s.any_valid(shape)) {
       std::uint64_t removed = 0;
       std::size_t c = s.most_restrictive(shape, &removed);
@@ -585,21 +671,113 @@ void Reader::check_default_shapes() {
       fail(worst.where(), fmt::format("no valid config for default shape {}: the constraints leave "
                                       "none; '{}' removes the most ({} of {}); expected at least "
                                       "one valid config",
-                                      shape_text, worst.text(), removed, s.raw_count));
+                                      shape_text, worst.text(), count_text(removed),
+                                      count_text(s.raw_count)));
     }
+    check_default_config_at(*evaluator, shape_text);
   }
 }
 
-std::unique_ptr<SearchSpace::Impl> Reader::read() {
-  YAML::Node root;
+void Reader::check_arguments_at(ExpressionEvaluator& evaluator, const std::string& shape_text) {
+  for (const Argument& a : space_->arguments) {
+    for (const Expression& e : a.shape) {
+      double v = evaluator.evaluate(SearchSpace::Impl::of(e).id);
+      if (!std::isfinite(v) || v != std::floor(v) || v < 0)
+        fail(e.where(), fmt::format("extent '{}' of argument '{}' is {} at default shape {}; "
+                                    "expected a non-negative integer",
+                                    e.text(), a.name, v, shape_text));
+    }
+    if (!a.value) continue;
+    double v = evaluator.evaluate(SearchSpace::Impl::of(*a.value).id);
+    if (std::string problem = scalar_value_problem(a, v); !problem.empty())
+      fail(a.value->where(), fmt::format("value '{}' of scalar argument '{}' {} at default shape {}",
+                                         a.value->text(), a.name, problem, shape_text));
+  }
+}
+
+void Reader::check_launch(const KernelSource& source, const std::string& what,
+                          ExpressionEvaluator& evaluator, const std::string& shape_text) {
+  const Expression* culprit = nullptr;
+  LaunchGeometry g = evaluate_launch(source, evaluator, &culprit);
+  if (!g.valid())
+    fail(culprit->where(), fmt::format("{} launch cannot run at default shape {}: {}; expected a "
+                                       "launch that is valid there",
+                                       what, shape_text, g.invalid_reason));
+}
+
+void Reader::check_default_config_at(ExpressionEvaluator& evaluator, const std::string& shape_text) {
+  SearchSpace::Impl& s = *space_;
+  s.bind_config(evaluator, s.default_config);
+  std::string config_text;
+  for (std::size_t i = 0; i < s.parameters.size(); ++i)
+    config_text += fmt::format("{}{}={}", i ? "," : "", s.parameters[i].name,
+                               s.parameters[i].text[s.default_config.choice[i]]);
+  for (const Expression& constraint : s.constraints)
+    if (!SearchSpace::Impl::holds(evaluator.evaluate(SearchSpace::Impl::of(constraint).id)))
+      fail(constraint.where(),
+           fmt::format("the default config ({}) breaks constraint '{}' at default shape {}; "
+                       "expected a 'default' that satisfies every constraint there",
+                       config_text, constraint.text(), shape_text));
+  const std::string with = "default config (" + config_text + "): its";
+  check_launch(s.kernel, with, evaluator, shape_text);
+  if (s.prologue && (!s.prologue->when || SearchSpace::Impl::holds(evaluator.evaluate(
+                                              SearchSpace::Impl::of(*s.prologue->when).id))))
+    check_launch(s.prologue->kernel, with + " prologue", evaluator, shape_text);
+}
+
+// Line (1-based) of the marker that starts the second YAML document: a
+// `---` at the start of a line, not counting one that opens the file (before
+// any content), or the first content after a `...` end marker.
+int Reader::second_document_line() const {
+  bool content = false, ended = false;
+  int line = 0;
+  std::size_t start = 0;
+  while (start < text_.size()) {
+    std::size_t end = text_.find('\n', start);
+    if (end == std::string_view::npos) end = text_.size();
+    std::string_view row = text_.substr(start, end - start);
+    ++line;
+    start = end + 1;
+    auto marker = [&](std::string_view m) {
+      return row.starts_with(m) && (row.size() == 3 || row[3] == ' ' || row[3] == '\t' ||
+                                    row[3] == '\r');
+    };
+    std::size_t first = row.find_first_not_of(" \t\r");
+    bool blank = first == std::string_view::npos || row[first] == '#';
+    if (marker("---")) {
+      if (content || ended) return line;
+      content = true;  // an explicit start of the first document
+    } else if (marker("...")) {
+      ended = true;
+    } else if (!blank && row[0] != '%') {
+      if (ended) return line;
+      content = true;
+    }
+  }
+  return 1;
+}
+
+// The file's one YAML document.  yaml-cpp's Load would silently keep only
+// the first of several, dropping whatever follows a stray `---`.
+YAML::Node Reader::load_single_document() const {
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(std::string(text_));
+    documents = YAML::LoadAll(std::string(text_));
   } catch (const YAML::Exception& error) {
     std::string hint;
     if (error.msg.find("illegal map value") != std::string::npos)
       hint = " (a value that contains ': ', such as a ?: expression, must be quoted)";
     fail(at(error.mark), fmt::format("malformed YAML: {}{}", error.msg, hint));
   }
+  if (documents.size() > 1)
+    fail(SourceLocation{space_->file_name, second_document_line(), 1},
+         "a second YAML document starts here (after '---' or '...'); expected one document: "
+         "remove the marker, or indent what follows it");
+  return documents.empty() ? YAML::Node() : documents.front();
+}
+
+std::unique_ptr<SearchSpace::Impl> Reader::read() {
+  YAML::Node root = load_single_document();
   if (root.IsNull())
     fail(SourceLocation{space_->file_name, 1, 1},
          "the file is empty; expected a map with keys kernel, template, entry, reference, shape, "
@@ -645,6 +823,7 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
   s.reference.entry =
       identifier(ref.at("entry").value, at(ref.at("entry")), "reference entry point");
   s.reference.where = at(reference);
+  reference_entry_at_ = at(ref.at("entry"));
   read_geometry(s.reference, ref, "reference", at(reference), Scope::shape_only);
 
   read_default(keys.at("default"));
@@ -653,6 +832,12 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
   s.template_text = read_template(keys.at("template"), &s.kernel.path);
   s.reference_text = read_template(ref.at("template"), &s.reference.path);
   if (s.prologue) s.prologue->kernel.path = s.kernel.path;
+  check_entry(s.kernel.entry, "entry point", s.kernel.where, s.template_text, s.kernel.path);
+  check_entry(s.reference.entry, "reference entry point", reference_entry_at_, s.reference_text,
+              s.reference.path);
+  if (s.prologue)
+    check_entry(s.prologue->kernel.entry, "prologue entry point", s.prologue->kernel.where,
+                s.template_text, s.kernel.path);
 
   s.adopt_expressions();
   s.plan_enumeration();

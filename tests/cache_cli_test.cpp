@@ -166,6 +166,33 @@ TEST_F(CacheCliTest, ExportCsvQuotesAsRfc4180AndJsonHoldsEverything) {
   EXPECT_EQ(bad.code, 2);
 }
 
+TEST_F(CacheCliTest, ExportNeverOverwritesTheDatabaseAndAnotherOneOnlyWithForce) {
+  auto db = make_db("a.db");
+  const std::string before = content_hash(read_file(db));
+  fs::create_hard_link(db, dir_ / "hard.db");
+  fs::create_symlink(db, dir_ / "soft.csv");
+  for (const fs::path& target : {db, dir_ / "hard.db", dir_ / "soft.csv"}) {
+    SCOPED_TRACE(target.string());
+    Result r = run({"cache", "export", "--format", "csv", "-o", target.string(), "--force", "--db",
+                    db.string()});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("is the database"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(content_hash(read_file(db)), before);
+
+  auto other = make_db("other.db");
+  const std::string other_before = content_hash(read_file(other));
+  Result refused = run({"cache", "export", "--format", "csv", "-o", other.string(), "--db", db.string()});
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("is an SQLite database"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--force"), std::string::npos) << refused.err;
+  EXPECT_EQ(content_hash(read_file(other)), other_before);
+  Result forced = run({"cache", "export", "--format", "csv", "-o", other.string(), "--force", "--db",
+                       db.string()});
+  EXPECT_EQ(forced.code, 0) << forced.err;
+  EXPECT_EQ(read_file(other).rfind("id,run,kernel,", 0), 0u);
+}
+
 TEST_F(CacheCliTest, MergeTwiceEqualsMergeOnce) {
   auto db = make_db("main.db");
   auto shard = make_db("shard.db", -5.0);  // another run, faster everywhere

@@ -94,6 +94,24 @@ TEST(Expression, ErrorsPointAtTheOffendingCharacter) {
   EXPECT_NE(message.find("conditional"), std::string::npos) << message;
 }
 
+// muParser would read these as an assignment (rewriting A on every
+// evaluation) or as two expressions of which only the last counts.
+TEST(Expression, AssignmentsAndExpressionListsAreRejected) {
+  std::string message;
+  EXPECT_EQ(error_offset("A = 4", &message), 2u);
+  EXPECT_NE(message.find("'=' is an assignment"), std::string::npos) << message;
+  EXPECT_NE(message.find("'=='"), std::string::npos) << message;
+  EXPECT_EQ(error_offset("A == 1 || B = 2"), 12u);
+  EXPECT_EQ(error_offset("A=B"), 1u);
+  EXPECT_EQ(error_offset("A += 1"), 3u);
+  EXPECT_EQ(error_offset("A, B", &message), 1u);
+  EXPECT_NE(message.find("expected one expression"), std::string::npos) << message;
+  EXPECT_EQ(error_offset("min(A, B), C"), 9u);
+  // Comparisons and function arguments stay allowed.
+  EXPECT_NO_THROW(analyze_expression("A == B && A <= B && A >= B && A != B", symbols));
+  EXPECT_NO_THROW(analyze_expression("max(A, min(B, C))", symbols));
+}
+
 TEST(Expression, FindIdentifierMatchesWholeWordsOnly) {
   EXPECT_EQ(find_identifier("AB + A", "A"), 5u);
   EXPECT_EQ(find_identifier("A_1 + A", "A"), 6u);

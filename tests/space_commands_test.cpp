@@ -132,8 +132,15 @@ TEST_F(SpaceCommands, BadShapeOrMissingFileExitsWithTwo) {
   const std::string file = (spaces_dir / "small.yaml").string();
   Outcome r = run({"space", "count", file, "--shape", "N=64"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("lacks variable 'M'"), std::string::npos) << r.err;
+  // The shape is the option's, not a line of the space file.
+  EXPECT_EQ(r.err, "mlatune: error: --shape: shape 'N=64' lacks variable 'M'; expected every one "
+                   "of N, M\n");
   expect_clean_error(r);
+  for (const char* command : {"count", "list"}) {
+    r = run({"space", command, file, "--shape", ""});  // not the default shapes
+    EXPECT_EQ(r.code, 2) << command;
+    EXPECT_EQ(r.err, "mlatune: error: --shape: empty shape; expected NAME=VALUE for each of N, M\n");
+  }
   r = run({"space", "validate", (dir_ / "nothing.yaml").string()});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("nothing.yaml"), std::string::npos) << r.err;
@@ -170,16 +177,45 @@ TEST_F(SpaceCommands, EveryMalformedFileGivesFileLineColumnAndExitCodeTwo) {
 TEST_F(SpaceCommands, ConstrainValidatesBeforeWriting) {
   fs::path file = copy_small();
   const std::string before = read_file(file);
+  // Errors in the expression point into the expression, not at the line of
+  // the file it would have been written to.
   Outcome r = run({"space", "constrain", file.string(), "THREADS +* 2 <= 64"});
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find(file.string() + ":"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("unexpected operator '*'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: space constrain 'THREADS +* 2 <= 64': column 10: "
+                        "unexpected operator '*'",
+                        0),
+            0u)
+      << r.err;
   expect_clean_error(r);
   EXPECT_EQ(read_file(file), before);  // untouched
+  r = run({"space", "constrain", file.string(), "WIDTH > 2"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: space constrain 'WIDTH > 2': column 1: unknown name 'WIDTH'", 0), 0u)
+      << r.err;
 
+  // A whole-space error caused by the new line is the command's.
   r = run({"space", "constrain", file.string(), "THREADS > 100000"});
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("no valid config"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: space constrain 'THREADS > 100000' would make it invalid: "
+                        "no valid config",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_EQ(read_file(file), before);
+
+  // One at an unchanged line is reported at that line of the file as it is:
+  // launch.shared_memory (line 37) compares ALGORITHM with 'tiled'.
+  r = run({"space", "set", file.string(), "ALGORITHM", "plain,unrolled"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: " + file.string() + ":37:32: space set ALGORITHM plain,unrolled "
+                        "would make it invalid: unknown name 'tiled'",
+                        0),
+            0u)
+      << r.err;
+  r = run({"space", "add", file.string(), "THREADS", "many"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mlatune: error: space add THREADS many would make it invalid: value 'many'", 0), 0u)
+      << r.err;
   EXPECT_EQ(read_file(file), before);
 
   r = run({"space", "constrain", file.string(), "ITEMS <= 2"});
@@ -187,6 +223,31 @@ TEST_F(SpaceCommands, ConstrainValidatesBeforeWriting) {
   r = run({"space", "count", file.string(), "--shape", "N=64,M=3"});
   EXPECT_EQ(r.out,
             "20 valid of 96 raw configs at N=64,M=3\n");  // 8 (THREADS, ITEMS) pairs: 8 + 8 + 4
+}
+
+// The edit renames a new file over the old one, which the directory's
+// permission alone allows: the file's own mode must be asked first.  Tests
+// run as root, for whom access(W_OK) always succeeds: the mode decides.
+TEST_F(SpaceCommands, EditsRefuseAReadOnlyFileAndLeaveItAlone) {
+  fs::path file = copy_small();
+  const std::string before = read_file(file);
+  fs::permissions(file, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  const std::vector<std::vector<std::string>> edits = {
+      {"set", "THREADS", "32,64"},    {"add", "THREADS", "512"},
+      {"remove", "THREADS", "256"},   {"constrain", "ITEMS <= 2"},
+      {"unconstrain", "THREADS * ITEMS <= 512"}};
+  for (std::vector<std::string> edit : edits) {
+    SCOPED_TRACE(edit[0]);
+    edit.insert(edit.begin() + 1, file.string());
+    edit.insert(edit.begin(), "space");
+    Outcome r = run(edit);
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find("is read-only (mode 444)"), std::string::npos) << r.err;
+    expect_clean_error(r);
+    EXPECT_EQ(read_file(file), before);
+    EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+              fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  }
 }
 
 TEST_F(SpaceCommands, EditOfAnUnknownParameterExitsWithTwo) {

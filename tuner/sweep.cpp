@@ -397,8 +397,9 @@ SweepReport run_compile_sweep(const SearchSpace& space, const std::filesystem::p
                               const SweepOptions& options) {
   const auto start = Clock::now();
   SweepOptions every_config = options;
-  every_config.strategy = parse_strategy_kind("brute_force");  // enumeration order
-  every_config.max_evals.reset();
+  // Every config in enumeration order, or with --max-evals a uniform random
+  // subset; both strategies draw lazily, so memory stays bounded.
+  every_config.strategy = parse_strategy_kind(options.max_evals ? "random" : "brute_force");
   std::unique_ptr<MeasurementSource> source = compiled_only(space, {database, options.arch, options.jobs});
   NoJournal journal;
   return sweep_all(space, *source, journal, every_config, 0, Plan{.default_first = false}, start);

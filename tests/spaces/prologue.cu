@@ -15,3 +15,10 @@ extern "C" __global__ void plus_one(const float* x, float* out, float* scratch, 
   if (i < n) out[i] = 2.0f * x[i] + 1.0f;
 #endif
 }
+
+// Not used by prologue.yaml: a second prologue the definition-hash test
+// switches to (a space's entries must be declared in its template).
+extern "C" __global__ void triple_into(const float* x, float* out, float* scratch, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) scratch[i] = 3.0f * x[i];
+}
