@@ -15,6 +15,13 @@
 // each measurement is its own transaction together with the update of `best`,
 // so a killed writer loses at most the candidate in flight, and many processes
 // may write one file at once.  A Store object itself is for one thread.
+//
+// This header is the whole public face; the implementation is one file per
+// concern: store_schema.cpp (schema, migration, file checks, opening),
+// store_identities.cpp, store_measurements.cpp (runs, measurements, record),
+// store_best.cpp, store_binaries.cpp, store_misses.cpp, store_maintenance.cpp
+// (stale, prune, vacuum, info), store_merge.cpp, and store_sql.h for what
+// they share (the device identity's columns among it).
 #pragma once
 #include <cstdint>
 #include <filesystem>

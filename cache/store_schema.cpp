@@ -282,35 +282,27 @@ void migrate(Connection& db, const std::filesystem::path& path) {
   transaction.commit();
 }
 
-}  // namespace
-
-ToolchainInfo ToolchainInfo::current() { return ToolchainInfo{mlatune::nvrtc_version(), MLATUNE_VERSION}; }
-
-Store Store::open(const std::filesystem::path& path, StoreMode mode) {
-  std::error_code ec;
-  bool exists = std::filesystem::exists(path, ec);
-  if (ec) throw EnvironmentError(fmt::format("{}: {}", path.string(), ec.message()));
-  if (exists && !std::filesystem::is_regular_file(path, ec)) refuse(path, "not a regular file");
-  std::uintmax_t size = exists ? std::filesystem::file_size(path, ec) : 0;
-  if (ec) throw EnvironmentError(fmt::format("{}: {}", path.string(), ec.message()));
-
-  if (mode == StoreMode::read_only) {
-    if (!exists) throw InputError(fmt::format("{}: no such database", path.string()));
-    if (size == 0) throw InputError(fmt::format("{}: empty file, not yet an mlatune database", path.string()));
-    check_header(path, size);
-    Connection db = open_read_only(path);
-    Inspection found = inspect(db, path);
-    if (found.version < schema_version) {
-      refuse(path, fmt::format("schema version {} is older than this mlatune's ({}); open it once for "
-                               "writing to migrate it",
-                               found.version, schema_version));
-    }
-    db.set_busy_timeout(busy_timeout_ms);
-    return Store(std::move(db), path, true);
+// A read-only connection to an existing database at this build's schema.
+Connection open_for_lookups(const std::filesystem::path& path, bool exists, std::uintmax_t size) {
+  if (!exists) throw InputError(fmt::format("{}: no such database", path.string()));
+  if (size == 0) throw InputError(fmt::format("{}: empty file, not yet an mlatune database", path.string()));
+  check_header(path, size);
+  Connection db = open_read_only(path);
+  Inspection found = inspect(db, path);
+  if (found.version < Store::schema_version) {
+    refuse(path, fmt::format("schema version {} is older than this mlatune's ({}); open it once for "
+                             "writing to migrate it",
+                             found.version, Store::schema_version));
   }
+  db.set_busy_timeout(busy_timeout_ms);
+  return db;
+}
 
-  // A 0-byte or missing file is a new database.  Anything else is checked
-  // through a read-only connection first: a refused file is never written.
+// A read-write connection, the file created or migrated to this build's
+// schema.  A 0-byte or missing file is a new database.  Anything else is
+// checked through a read-only connection first: a refused file is never
+// written.
+Connection open_for_writing(const std::filesystem::path& path, bool exists, std::uintmax_t size) {
   if (exists && size > 0) {
     check_header(path, size);
     Connection probe = open_read_only(path);
@@ -328,7 +320,22 @@ Store Store::open(const std::filesystem::path& path, StoreMode mode) {
   // killed (only on power loss), at a fraction of FULL's fsync cost.
   db.execute("PRAGMA synchronous = NORMAL");
   migrate(db, path);
-  return Store(std::move(db), path, false);
+  return db;
+}
+
+}  // namespace
+
+ToolchainInfo ToolchainInfo::current() { return ToolchainInfo{mlatune::nvrtc_version(), MLATUNE_VERSION}; }
+
+Store Store::open(const std::filesystem::path& path, StoreMode mode) {
+  std::error_code ec;
+  bool exists = std::filesystem::exists(path, ec);
+  if (ec) throw EnvironmentError(fmt::format("{}: {}", path.string(), ec.message()));
+  if (exists && !std::filesystem::is_regular_file(path, ec)) refuse(path, "not a regular file");
+  std::uintmax_t size = exists ? std::filesystem::file_size(path, ec) : 0;
+  if (ec) throw EnvironmentError(fmt::format("{}: {}", path.string(), ec.message()));
+  if (mode == StoreMode::read_only) return Store(open_for_lookups(path, exists, size), path, true);
+  return Store(open_for_writing(path, exists, size), path, false);
 }
 
 void Store::require_writable(const char* what) const {
