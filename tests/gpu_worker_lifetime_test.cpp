@@ -39,6 +39,8 @@ class GpuWorkerLifetime : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override {
+    if (out_ >= 0) ::close(out_);
+    for (pid_t pid : processes_marked(marker_)) ::kill(pid, SIGKILL);  // whatever a failure left
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
@@ -59,13 +61,6 @@ class GpuWorkerLifetime : public ::testing::Test {
     }
   }
 
-  static int reap(pid_t pid) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return status;
-  }
-
   void expect_no_worker_left() {
     auto until = std::chrono::steady_clock::now() + 2000ms;
     while (!processes_marked(marker_).empty() && std::chrono::steady_clock::now() < until)
@@ -78,6 +73,7 @@ class GpuWorkerLifetime : public ::testing::Test {
   void kill_mid_sweep(int signal) {
     pid_t tune = start_tune({"--shape", "B=4,T=256,H=8,D=32,R=64", "--max-evals", "2000"});
     ASSERT_GT(tune, 0);
+    ChildGuard guard(tune);
     // Mid-sweep: the worker is up and candidates are being committed.
     auto until = std::chrono::steady_clock::now() + 300s;
     while (committed() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(50ms);
@@ -85,9 +81,8 @@ class GpuWorkerLifetime : public ::testing::Test {
     std::vector<pid_t> family = processes_marked(marker_);
     ASSERT_GE(family.size(), 2u) << "no worker beside `mlatune tune`";
     ASSERT_EQ(::kill(tune, signal), 0);
-    int status = reap(tune);
+    int status = guard.reap();
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == signal) << status;
-    ::close(out_);
     expect_no_worker_left();
   }
 
@@ -103,8 +98,7 @@ TEST_F(GpuWorkerLifetime, InterruptedTuneLeavesNoWorker) { kill_mid_sweep(SIGINT
 TEST_F(GpuWorkerLifetime, FinishedTuneLeavesNoWorker) {
   pid_t tune = start_tune({"--shape", "B=2,T=32,H=4,D=16,R=24", "--max-evals", "3"});
   ASSERT_GT(tune, 0);
-  int status = reap(tune);
-  ::close(out_);
+  int status = ChildGuard(tune).reap();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   expect_no_worker_left();
 }
@@ -114,8 +108,7 @@ TEST_F(GpuWorkerLifetime, FailedTuneLeavesNoWorker) {
   const std::string other = gpu().device.arch() == "sm_80" ? "sm_90" : "sm_80";
   pid_t tune = start_tune({"--shape", "B=2,T=32,H=4,D=16,R=24", "--arch", other});
   ASSERT_GT(tune, 0);
-  int status = reap(tune);
-  ::close(out_);
+  int status = ChildGuard(tune).reap();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
   expect_no_worker_left();
 }

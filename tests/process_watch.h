@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -93,6 +94,33 @@ inline pid_t spawn_marked(const std::string& program, const std::vector<std::str
   stdout_fd = ends[0];
   return pid;
 }
+
+/// Kills and reaps a child process this test started unless it was reaped
+/// already (release()), so that a failed assertion leaves nothing running.
+class ChildGuard {
+ public:
+  explicit ChildGuard(pid_t pid) : pid_(pid) {}
+  ~ChildGuard() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  ChildGuard(const ChildGuard&) = delete;
+  ChildGuard& operator=(const ChildGuard&) = delete;
+  /// Waits for the child to exit; its wait status.
+  int reap() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_;
+};
 
 /// Reads one line from `fd` (without the newline); empty at end of input.
 inline std::string read_line(int fd) {

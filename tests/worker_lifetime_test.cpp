@@ -54,18 +54,24 @@ int reap(pid_t pid) {
   return status;
 }
 
+/// Kills every process that carries `marker` (a worker left behind by a failure).
+void kill_marked(const std::string& marker) {
+  for (pid_t pid : processes_marked(marker)) ::kill(pid, SIGKILL);
+}
+
 void expect_worker_dies_with_parent(const std::string& mode, int signal) {
   Family family = start_family(mode);
   ASSERT_GT(family.parent, 0);
+  ChildGuard parent(family.parent);
   ASSERT_GT(family.worker, 0) << "the stand-in tuner did not report its worker";
   ASSERT_TRUE(running(family.worker));
   if (mode == "busy") std::this_thread::sleep_for(200ms);  // let the hanging request arrive
   ASSERT_EQ(::kill(family.parent, signal), 0);
-  reap(family.parent);
+  parent.reap();
   EXPECT_TRUE(gone_within(family.worker, 2000ms))
       << "worker " << family.worker << " outlived its parent (" << mode << ", signal " << signal << ")";
   EXPECT_TRUE(processes_marked(family.marker).empty());
-  if (running(family.worker)) ::kill(family.worker, SIGKILL);  // never leave it behind
+  kill_marked(family.marker);  // never leave one behind
 }
 
 TEST(WorkerLifetime, IdleWorkerDiesWhenItsTunerIsKilled) { expect_worker_dies_with_parent("idle", SIGKILL); }
@@ -79,12 +85,14 @@ TEST(WorkerLifetime, WorkerDiesWhenItsTunerIsTerminatedOrInterrupted) {
 
 TEST(WorkerLifetime, NormalEndLeavesNoWorker) {
   Family family = start_family("return");
+  ChildGuard parent(family.parent);
   ASSERT_GT(family.worker, 0);
-  int status = reap(family.parent);
+  int status = parent.reap();
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   // The client's destructor asked it to quit and reaped it.
   EXPECT_FALSE(running(family.worker));
   EXPECT_TRUE(processes_marked(family.marker).empty());
+  kill_marked(family.marker);
 }
 
 /// A worker started by this test process itself, with the pipes the client

@@ -9,11 +9,10 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
-#include "cache/store.h"
 #include "core/error.h"
 #include "tuner/replay.h"
+#include "tuner/sweep_journal.h"
 
 namespace mlatune {
 namespace {
@@ -23,125 +22,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// ---- where results go ---------------------------------------------------------
-
-/// Config text -> its best median at one shape (nullopt: it did not run
-/// correctly), from earlier runs: what a resumed sweep need not measure again.
-using EarlierResults = std::map<std::string, std::optional<double>>;
-
-/// Where a sweep's results go, and what it resumes from.
-class Journal {
- public:
-  virtual ~Journal() = default;
-  virtual std::int64_t run_id() const = 0;
-  virtual EarlierResults earlier(const std::string& shape) = 0;
-  virtual void record(const std::string& shape, const CandidateReport& candidate) = 0;
-  /// Fills the best config in the record after this sweep (best_config, best_us).
-  virtual void look_up_best(ShapeReport& report) = 0;
-  virtual void finish(RunStatus status) = 0;
-};
-
-Measurement to_measurement(std::int64_t run_id, const std::string& shape, const CandidateReport& c) {
-  Measurement m;
-  m.run_id = run_id;
-  m.shape = shape;
-  m.config = c.config;
-  m.outcome = c.outcome;
-  m.message = c.reason;
-  if (c.timing && c.outcome == Outcome::ok) {
-    m.timing = Timing{c.timing->median_us, c.timing->min_us, c.timing->p90_us, c.timing->count,
-                      c.timing->spread, c.timing->method};
-  }
-  if (c.validation) m.error = ErrorFigures{c.validation->relative_l2, c.validation->max_abs};
-  m.resources = c.usage;
-  return m;
-}
-
-/// One run in the store: every measurement committed as it comes.
-class StoreJournal final : public Journal {
- public:
-  StoreJournal(const std::filesystem::path& database, const SearchSpace& space,
-               const std::filesystem::path& space_file, const DeviceInfo& device,
-               const SweepOptions& options, const MeasurementSource& source, std::uint64_t seed)
-      : store_(Store::open(database, StoreMode::read_write)),
-        kernel_{space.kernel_name(), space.template_hash(), space.definition_hash()},
-        device_(device),
-        toolchain_(ToolchainInfo::current()) {
-    RunInfo run;
-    run.kernel_id = kernel_id_ = store_.ensure_kernel(kernel_);
-    run.device_id = device_id_ = store_.ensure_device(device_);
-    run.toolchain_id = toolchain_id_ = store_.ensure_toolchain(toolchain_);
-    run.space_path = std::filesystem::absolute(space_file).string();
-    run.space_text = space.text();
-    run.strategy = std::string(to_string(options.strategy));
-    run.strategy_settings = settings_text(options, source, seed);
-    run_id_ = store_.begin_run(run);
-  }
-
-  std::int64_t run_id() const override { return run_id_; }
-
-  EarlierResults earlier(const std::string& shape) override {
-    EarlierResults earlier;
-    for (const MeasurementRecord& r : store_.measurements({kernel_.name, shape})) {
-      if (!(r.kernel == kernel_) || !(r.device == device_.identity()) || !(r.toolchain == toolchain_)) continue;
-      const Measurement& m = r.measurement;
-      std::optional<double> time;
-      if (m.outcome == Outcome::ok && m.timing) time = m.timing->median_us;
-      auto [at, inserted] = earlier.emplace(m.config, time);
-      if (!inserted && time && (!at->second || *time < *at->second)) at->second = time;
-    }
-    return earlier;
-  }
-
-  void record(const std::string& shape, const CandidateReport& candidate) override {
-    store_.record(to_measurement(run_id_, shape, candidate));
-  }
-
-  void look_up_best(ShapeReport& report) override {
-    if (auto best = store_.best(kernel_id_, device_id_, toolchain_id_, report.shape)) {
-      report.best_config = best->config;
-      report.best_us = best->median_us;
-    }
-  }
-
-  void finish(RunStatus status) override { store_.finish_run(run_id_, status); }
-
- private:
-  static std::string settings_text(const SweepOptions& options, const MeasurementSource& source,
-                                   std::uint64_t seed) {
-    using nlohmann::json;
-    const std::optional<std::string> origin = source.origin();
-    return json{{"max_evals", options.max_evals ? json(*options.max_evals) : json()},
-                {"seed", seed},
-                {"replay", origin ? json(*origin) : json()},
-                {"cache", std::string(to_string(options.timing.cache))},
-                {"budget_ms", options.timing.budget_ms},
-                {"cutoff", options.cutoff_factor},
-                {"cut_after", options.timing.cut_min_samples},
-                {"retime_top", options.retime_top}}
-        .dump();
-  }
-
-  Store store_;
-  KernelInfo kernel_;
-  DeviceInfo device_;
-  ToolchainInfo toolchain_;
-  std::int64_t kernel_id_ = 0, device_id_ = 0, toolchain_id_ = 0, run_id_ = 0;
-};
-
-/// A compile-only sweep records nothing: its binaries reach the database
-/// through the compile pool's cache, and nothing is skipped as done.
-class NoJournal final : public Journal {
- public:
-  std::int64_t run_id() const override { return 0; }
-  EarlierResults earlier(const std::string&) override { return {}; }
-  void record(const std::string&, const CandidateReport&) override {}
-  void look_up_best(ShapeReport&) override {}
-  void finish(RunStatus) override {}
-};
-
-// ---- the search loop ------------------------------------------------------------
 
 /// How the loop chooses its candidates.
 struct Plan {
@@ -374,8 +254,8 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
   const auto start = Clock::now();
   check_cutoff(options);
   const std::uint64_t seed = options.seed ? *options.seed : std::random_device{}();
-  StoreJournal journal(database, space, space_file, device, options, source, seed);
-  SweepReport report = sweep_all(space, source, journal, options, seed, Plan{}, start);
+  std::unique_ptr<Journal> journal = store_journal(database, space, space_file, device, options, source, seed);
+  SweepReport report = sweep_all(space, source, *journal, options, seed, Plan{}, start);
   report.device = device;
   return report;
 }
@@ -401,8 +281,8 @@ SweepReport run_compile_sweep(const SearchSpace& space, const std::filesystem::p
   // subset; both strategies draw lazily, so memory stays bounded.
   every_config.strategy = parse_strategy_kind(options.max_evals ? "random" : "brute_force");
   std::unique_ptr<MeasurementSource> source = compiled_only(space, {database, options.arch, options.jobs});
-  NoJournal journal;
-  return sweep_all(space, *source, journal, every_config, 0, Plan{.default_first = false}, start);
+  std::unique_ptr<Journal> journal = no_journal();
+  return sweep_all(space, *source, *journal, every_config, 0, Plan{.default_first = false}, start);
 }
 
 SweepTotals sweep_totals(const SweepReport& report) {

@@ -1,0 +1,45 @@
+// Where a tuning sweep's results go, and what a resumed sweep need not
+// measure again: one run in the store (every measurement committed as it
+// comes), or nothing at all (a compile-only sweep, whose binaries reach the
+// database through the compile pool).  The search loop (tuner/sweep.cpp)
+// speaks only this interface.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cache/store.h"
+#include "tuner/sweep.h"
+
+namespace mlatune {
+
+/// Config text -> its best median at one shape (nullopt: it did not run
+/// correctly), from earlier runs: what a resumed sweep need not measure again.
+using EarlierResults = std::map<std::string, std::optional<double>>;
+
+/// Where a sweep's results go, and what it resumes from.
+class Journal {
+ public:
+  virtual ~Journal() = default;
+  virtual std::int64_t run_id() const = 0;
+  virtual EarlierResults earlier(const std::string& shape) = 0;
+  virtual void record(const std::string& shape, const CandidateReport& candidate) = 0;
+  /// Fills the best config in the record after this sweep (best_config, best_us).
+  virtual void look_up_best(ShapeReport& report) = 0;
+  virtual void finish(RunStatus status) = 0;
+};
+
+/// A new run in the store at `database`, for `space` on `device`, with the
+/// sweep's settings (and `seed`, `source`'s origin) in its record.
+std::unique_ptr<Journal> store_journal(const std::filesystem::path& database, const SearchSpace& space,
+                                       const std::filesystem::path& space_file, const DeviceInfo& device,
+                                       const SweepOptions& options, const MeasurementSource& source,
+                                       std::uint64_t seed);
+
+/// Records nothing and resumes from nothing.
+std::unique_ptr<Journal> no_journal();
+
+}  // namespace mlatune
