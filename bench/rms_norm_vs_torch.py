@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
+sys.dont_write_bytecode = True  # importing the sibling script must not litter bench/ with __pycache__
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mla_vs_torch as common  # noqa: E402  (Timer, torch set-up, C ABI statuses)
 
