@@ -210,8 +210,9 @@ SearchSpace SearchSpace::restrict(const std::vector<std::string>& constraints) c
     }
   }
   SearchSpace space;
-  space.impl_ =
-      parse_space(text, name, std::filesystem::path(impl_->file_name).parent_path(), false);
+  // The original's base directory: parse() may have been given one that is
+  // not the file name's parent.
+  space.impl_ = parse_space(text, name, impl_->base_dir, false);
   return space;
 }
 

@@ -38,6 +38,7 @@ struct EnumerationPlan {
 /// Everything read from the file (copyable).
 struct SpaceData {
   std::string file_name;
+  std::filesystem::path base_dir;  // template paths are relative to it
   std::string text;
   std::string kernel_name;
   KernelSource kernel;

@@ -106,6 +106,7 @@ class Reader {
       : text_(text), base_dir_(std::move(base_dir)), check_defaults_(check_defaults),
         space_(std::make_unique<SearchSpace::Impl>()) {
     space_->file_name = std::move(file_name);
+    space_->base_dir = base_dir_;
     space_->text = std::string(text);
   }
 
@@ -295,9 +296,19 @@ class Reader {
   std::string read_template(const Entry& entry, fs::path* resolved);
   void check_default_shapes();
   void check_arguments_at(ExpressionEvaluator& evaluator, const std::string& shape_text);
-  void check_launch(const KernelSource& source, const std::string& what,
-                    ExpressionEvaluator& evaluator, const std::string& shape_text);
-  void check_default_config_at(ExpressionEvaluator& evaluator, const std::string& shape_text);
+  /// Why something cannot run at a default shape; `reads_shape`: whether
+  /// the expression at fault depends on the shape at all.
+  struct Failure {
+    SourceLocation where;
+    std::string message;
+    bool reads_shape = true;
+  };
+  bool reads_shape(const Expression& e) const;
+  std::optional<Failure> launch_failure(const KernelSource& source, const std::string& what,
+                                        ExpressionEvaluator& evaluator,
+                                        const std::string& shape_text) const;
+  std::optional<Failure> default_config_failure(ExpressionEvaluator& evaluator,
+                                                const std::string& shape_text) const;
   void check_entry(const std::string& entry, const std::string& what, const SourceLocation& where,
                    const std::string& source, const fs::path& path) const;
   YAML::Node load_single_document() const;
@@ -648,12 +659,16 @@ void Reader::check_entry(const std::string& entry, const std::string& what,
                             what, entry, path.string(), entry));
 }
 
-// What can be known before any config runs is checked at each default
-// shape: buffer extents and scalar values (shape only), and that the
-// default config satisfies the constraints and can be launched, as can the
-// reference.  A space that fails here could never run as written.
+// What can be known before any config runs is checked at the default
+// shapes: buffer extents, scalar values and the reference launch (shape only)
+// at each; and that the default config can run.  The default may be invalid
+// at some shapes (the dispatcher then falls back to the first valid config),
+// but not at every default shape, nor by a constraint or launch expression
+// that reads no shape variable (then it is invalid at every shape).
 void Reader::check_default_shapes() {
   SearchSpace::Impl& s = *space_;
+  std::optional<std::pair<SourceLocation, std::string>> first_default_failure;
+  std::size_t default_failures = 0;
   for (const Shape& shape : s.default_shapes) {
     auto evaluator = s.lease();
     s.bind_shape(*evaluator, shape);
@@ -661,7 +676,8 @@ void Reader::check_default_shapes() {
     for (std::size_t i = 0; i < shape.values.size(); ++i)
       shape_text += fmt::format("{}{}={}", i ? "," : "", s.shape_variables[i], shape.values[i]);
     check_arguments_at(*evaluator, shape_text);
-    check_launch(s.reference, "reference", *evaluator, shape_text);
+    if (auto failure = launch_failure(s.reference, "reference", *evaluator, shape_text))
+      fail(failure->where, failure->message);
     if (!s.any_valid(shape)) {
       std::uint64_t removed = 0;
       std::size_t c = s.most_restrictive(shape, &removed);
@@ -674,8 +690,15 @@ void Reader::check_default_shapes() {
                                       shape_text, worst.text(), count_text(removed),
                                       count_text(s.raw_count)));
     }
-    check_default_config_at(*evaluator, shape_text);
+    if (auto failure = default_config_failure(*evaluator, shape_text)) {
+      if (!failure->reads_shape) fail(failure->where, failure->message);
+      ++default_failures;
+      if (!first_default_failure) first_default_failure.emplace(failure->where, failure->message);
+    }
   }
+  if (first_default_failure && default_failures == s.default_shapes.size())
+    fail(first_default_failure->first,
+         first_default_failure->second + " (and at every other default shape)");
 }
 
 void Reader::check_arguments_at(ExpressionEvaluator& evaluator, const std::string& shape_text) {
@@ -695,17 +718,29 @@ void Reader::check_arguments_at(ExpressionEvaluator& evaluator, const std::strin
   }
 }
 
-void Reader::check_launch(const KernelSource& source, const std::string& what,
-                          ExpressionEvaluator& evaluator, const std::string& shape_text) {
-  const Expression* culprit = nullptr;
-  LaunchGeometry g = evaluate_launch(source, evaluator, &culprit);
-  if (!g.valid())
-    fail(culprit->where(), fmt::format("{} launch cannot run at default shape {}: {}; expected a "
-                                       "launch that is valid there",
-                                       what, shape_text, g.invalid_reason));
+bool Reader::reads_shape(const Expression& e) const {
+  const auto& vars = space_->shape_variables;
+  return std::any_of(e.variables().begin(), e.variables().end(), [&](const std::string& name) {
+    return std::find(vars.begin(), vars.end(), name) != vars.end();
+  });
 }
 
-void Reader::check_default_config_at(ExpressionEvaluator& evaluator, const std::string& shape_text) {
+std::optional<Reader::Failure> Reader::launch_failure(const KernelSource& source,
+                                                      const std::string& what,
+                                                      ExpressionEvaluator& evaluator,
+                                                      const std::string& shape_text) const {
+  const Expression* culprit = nullptr;
+  LaunchGeometry g = evaluate_launch(source, evaluator, &culprit);
+  if (g.valid()) return std::nullopt;
+  return Failure{culprit->where(),
+                 fmt::format("{} launch cannot run at default shape {}: {}; expected a launch that "
+                             "is valid there",
+                             what, shape_text, g.invalid_reason),
+                 reads_shape(*culprit)};
+}
+
+std::optional<Reader::Failure> Reader::default_config_failure(ExpressionEvaluator& evaluator,
+                                                              const std::string& shape_text) const {
   SearchSpace::Impl& s = *space_;
   s.bind_config(evaluator, s.default_config);
   std::string config_text;
@@ -714,15 +749,17 @@ void Reader::check_default_config_at(ExpressionEvaluator& evaluator, const std::
                                s.parameters[i].text[s.default_config.choice[i]]);
   for (const Expression& constraint : s.constraints)
     if (!SearchSpace::Impl::holds(evaluator.evaluate(SearchSpace::Impl::of(constraint).id)))
-      fail(constraint.where(),
-           fmt::format("the default config ({}) breaks constraint '{}' at default shape {}; "
-                       "expected a 'default' that satisfies every constraint there",
-                       config_text, constraint.text(), shape_text));
+      return Failure{constraint.where(),
+                     fmt::format("the default config ({}) breaks constraint '{}' at default shape "
+                                 "{}; expected a 'default' that satisfies every constraint there",
+                                 config_text, constraint.text(), shape_text),
+                     reads_shape(constraint)};
   const std::string with = "default config (" + config_text + "): its";
-  check_launch(s.kernel, with, evaluator, shape_text);
+  if (auto failure = launch_failure(s.kernel, with, evaluator, shape_text)) return failure;
   if (s.prologue && (!s.prologue->when || SearchSpace::Impl::holds(evaluator.evaluate(
                                               SearchSpace::Impl::of(*s.prologue->when).id))))
-    check_launch(s.prologue->kernel, with + " prologue", evaluator, shape_text);
+    return launch_failure(s.prologue->kernel, with + " prologue", evaluator, shape_text);
+  return std::nullopt;
 }
 
 // Line (1-based) of the marker that starts the second YAML document: a

@@ -37,13 +37,32 @@ SearchSpace make_space(const std::vector<std::string>& parameters,
     first = first.substr(0, first.find_first_of(",]"));
     defaults << (defaults.tellp() > 0 ? ", " : "") << name << ": " << first;
   }
-  yaml << "default: {" << defaults.str() << "}\n";
-  if (!constraints.empty()) {
-    yaml << "constraints:\n";
-    for (const std::string& c : constraints) yaml << "  - \"" << c << "\"\n";
-  }
-  yaml << "launch: {grid: [1, 1, 1], block: [1, 1, 1]}\n";
-  return SearchSpace::parse(yaml.str(), "generated.yaml", spaces_dir);
+  const std::string head = yaml.str();
+  auto text = [&](const std::string& default_map, bool with_constraints) {
+    std::ostringstream out;
+    out << head << "default: {" << default_map << "}\n";
+    if (with_constraints && !constraints.empty()) {
+      out << "constraints:\n";
+      for (const std::string& c : constraints) out << "  - \"" << c << "\"\n";
+    }
+    out << "launch: {grid: [1, 1, 1], block: [1, 1, 1]}\n";
+    return out.str();
+  };
+  // The default must be valid at the default shape: the first valid config
+  // there, found on the space restricted by the constraints (which does not
+  // check its default).  With none valid, parsing fails as it should.
+  std::string default_map = defaults.str();
+  SearchSpace free = SearchSpace::parse(text(default_map, false), "generated.yaml", spaces_dir);
+  SearchSpace restricted = free.restrict(constraints);
+  restricted.for_each_valid(free.default_shapes().front(), [&](const Config& c) {
+    default_map.clear();
+    for (std::size_t i = 0; i < c.choice.size(); ++i) {
+      const Parameter& p = free.parameters()[i];
+      default_map += (i ? ", " : "") + p.name + ": " + p.text[c.choice[i]];
+    }
+    return false;
+  });
+  return SearchSpace::parse(text(default_map, true), "generated.yaml", spaces_dir);
 }
 
 // Every raw config in lexicographic order of choice indices.

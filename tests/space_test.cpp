@@ -490,6 +490,32 @@ TEST(SearchSpaceErrors, OnlyOneYamlDocumentIsAccepted) {
   EXPECT_EQ(line_of_error(text + "...\n# note\nkernel: other\n"), lines + 3);
 }
 
+// The dispatcher falls back to the first valid config where the default is
+// invalid, so a default invalid at some default shapes is fine; invalid at
+// all of them, or by a constraint that reads no shape, it could never run.
+TEST(SearchSpaceErrors, TheDefaultConfigMustRunAtSomeDefaultShape) {
+  // VECTOR needs M % 4 == 0: true at M=16, false at M=3.
+  EXPECT_NO_THROW(small_with("VECTOR: false}", "VECTOR: true}"));
+  try {
+    SearchSpace::parse(
+        [] {
+          std::string t = read_file(spaces_dir / "small.yaml");
+          t.replace(t.find("{N: 1000, M: 16}"), 16, "{N: 1000, M: 15}");
+          t.replace(t.find("VECTOR: false}"), 14, "VECTOR: true}");
+          return t;
+        }(),
+        "vector_default.yaml", spaces_dir);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().line, 45) << e.what();
+    EXPECT_NE(e.message().find("breaks constraint 'VECTOR == 0 || M % 4 == 0' at default shape "
+                               "N=1000,M=15"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(e.message().find("(and at every other default shape)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SearchSpaceErrors, MissingFileIsAnInputError) {
   EXPECT_THROW(SearchSpace::load(spaces_dir / "no_such_space.yaml"), InputError);
   EXPECT_THROW(SearchSpace::load(spaces_dir / "bad"), InputError);  // a directory
