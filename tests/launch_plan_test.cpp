@@ -16,7 +16,6 @@
 #include <random>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "cache/dispatch_launch.h"
 #include "core/launch_issue.h"
@@ -24,13 +23,13 @@
 #include "tuner/argument_list.h"
 #include "tuner/evaluator.h"
 #include "tuner/worker/client.h"
+#include "tuner/worker/codec.h"
 #include "tuner/workload.h"
 
 namespace mlatune {
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 const fs::path test_spaces = fs::path(MLATUNE_TEST_DATA_DIR) / "spaces";
 const fs::path flagship_file =
@@ -256,7 +255,9 @@ WorkerLaunch worker_launch(const SearchSpace& space, const Shape& shape, const L
                            const FakeKernels& kernels) {
   WorkerLaunch w;
   const Candidate sent = make_candidate(plan, "label", std::string("\x7f" "ELF", 4));
-  w.candidate = decode_candidate(json::from_cbor(json::to_cbor(encode(sent))));
+  // Through the worker's wire format, as the sweep sends it.
+  const Request received = decode_request(encode_request(EvaluateRequest{sent, std::nullopt}));
+  w.candidate = std::get<EvaluateRequest>(received).candidate;
   w.sequence = launch_sequence(launch_steps(w.candidate), &kernels.main,
                                w.candidate.prologue ? &kernels.prologue : nullptr);
   std::vector<void*> inputs, outputs, workspaces;
