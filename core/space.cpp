@@ -609,12 +609,10 @@ std::vector<BoundArgument> SearchSpace::bind_arguments(const Shape& shape) const
     BoundArgument bound;
     bound.argument = &argument;
     if (argument.value) {
+      // Bound as evaluated: whether it fits its type is the launch plan's
+      // question (core/launch_plan.h), answered there as a refusal value so
+      // that the evaluator and the dispatcher refuse such a shape alike.
       bound.scalar = evaluator->evaluate(SearchSpace::Impl::of(*argument.value).id);
-      if (std::string problem = scalar_value_problem(argument, bound.scalar); !problem.empty())
-        throw InputError(argument.value->where(),
-                         fmt::format("value '{}' of scalar argument '{}' {} at shape {}",
-                                     argument.value->text(), argument.name, problem,
-                                     shape_string(shape)));
     } else {
       bound.element_count = 1;
       for (const Expression& e : argument.shape) {

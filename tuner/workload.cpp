@@ -227,7 +227,6 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
   // Everything that needs no GPU is checked first, so a bad space says so
   // even on a machine without one.
   w.bound = space.bind_arguments(shape);
-  w.layout = workload_layout(w.bound);
   MemoryPlan plan;
   plan.validation_sets = options.validation_sets;
   for (std::size_t i = 0; i < w.bound.size(); ++i) {
@@ -283,6 +282,9 @@ Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions
         bytes_text(plan.output_bytes), bytes_text((plan.validation_sets + 1) * plan.reference_bytes),
         bytes_text(plan.flush_bytes), bytes_text(free_bytes), bytes_text(total_bytes)));
   w.device_bytes = plan.total();
+  // A scalar that does not fit its type refuses the shape; a shape too large
+  // for the device says so first (above), being the more useful of the two.
+  w.layout = workload_layout(w.bound);
 
   w.support = std::make_unique<SupportKernels>(w.device);
   w.scratch = DeviceBuffer(static_cast<std::size_t>(plan.scratch_bytes));

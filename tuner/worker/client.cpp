@@ -352,7 +352,7 @@ WorkloadInfo Worker::set_workload(const WorkloadRequest& request) {
 }
 
 EvaluationResult Worker::evaluate(const Candidate& candidate, const Cutoff& cutoff) {
-  if (!workload_request_) throw InternalError("evaluate() before set_workload()");
+  if (!workload_request_) throw EnvironmentError("evaluate() before set_workload()");
   Failure failure{};
   EvaluateRequest request{candidate, std::nullopt};
   if (cutoff.active()) request.cutoff = cutoff;
@@ -362,7 +362,7 @@ EvaluationResult Worker::evaluate(const Candidate& candidate, const Cutoff& cuto
 
 std::vector<std::optional<TimingStats>> Worker::retime(const std::vector<Candidate>& candidates,
                                                        int rounds) {
-  if (!workload_request_) throw InternalError("retime() before set_workload()");
+  if (!workload_request_) throw EnvironmentError("retime() before set_workload()");
   constexpr std::string_view what = "re-timing the fastest candidates";
   return expect<TimingsReply>(
              exchange_or_throw(RetimeRequest{candidates, rounds}, step_timeout_s() * 2, what), what)
