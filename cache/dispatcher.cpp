@@ -1,5 +1,6 @@
 #include "cache/dispatcher.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -273,11 +274,24 @@ struct Dispatcher::Impl {
   /// (stream-ordered: callers on other streams never share it), then
   /// prologue and main back to back, then the scratch freed on `stream`.
   static void launch_with_workspace(const DispatchLaunch& d, void* const* arguments, void* stream) {
-    std::vector<void*> list(arguments, arguments + d.arguments.size());
-    std::vector<void*> scratch(d.workspace_positions.size(), nullptr);
-    point_workspaces(d, list.data(), scratch.data());
+    // On the stack unless the kernel has more arguments than max_stack_arguments:
+    // a hit of a config without a running prologue allocates nothing.
+    const std::size_t n = d.arguments.size(), w = d.workspace_positions.size();
+    void* list_stack[max_stack_arguments];
+    void* scratch_stack[max_stack_arguments] = {};
+    std::vector<void*> list_heap, scratch_heap;
+    void** list = list_stack;
+    void** scratch = scratch_stack;
+    if (n > max_stack_arguments) {
+      list_heap.resize(n);
+      list = list_heap.data();
+      scratch_heap.assign(w, nullptr);
+      scratch = scratch_heap.data();
+    }
+    std::copy(arguments, arguments + n, list);
+    point_workspaces(d, list, scratch);
     if (!d.runs_prologue()) {
-      check_launch(d.sequence.issue(list.data(), stream));
+      check_launch(d.sequence.issue(list, stream));
       return;
     }
     auto s = static_cast<cudaStream_t>(stream);
@@ -285,7 +299,8 @@ struct Dispatcher::Impl {
     // (or at once when a launch failed: nothing then reads it).
     auto free_all = [&](bool throwing) {
       cudaError_t first = cudaSuccess;
-      for (void*& pointer : scratch) {
+      for (std::size_t k = 0; k < w; ++k) {
+        void*& pointer = scratch[k];
         if (!pointer) continue;
         cudaError_t code = cudaFreeAsync(pointer, s);
         pointer = nullptr;
@@ -299,12 +314,12 @@ struct Dispatcher::Impl {
       }
     };
     try {
-      for (std::size_t k = 0; k < scratch.size(); ++k) {
+      for (std::size_t k = 0; k < w; ++k) {
         auto bytes = static_cast<std::size_t>(d.workspace_bytes[k]);
         if (bytes == 0) continue;  // an empty workspace stays a null pointer
         MLATUNE_CUDA(cudaMallocAsync(&scratch[k], bytes, s));
       }
-      check_launch(d.sequence.issue(list.data(), stream));
+      check_launch(d.sequence.issue(list, stream));
     } catch (...) {
       free_all(true);
       throw;
