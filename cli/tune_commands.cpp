@@ -155,7 +155,7 @@ void add_tune_commands(CLI::App& app) {
                                TimingOptions{}.cut_min_samples))
       ->check(CLI::Range(3, 1000));
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0, 1024));
   tune->callback([options, strategy] {
     options->strategy_given = strategy->count() > 0;
     run_tune(settings_from(*options));

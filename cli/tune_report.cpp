@@ -191,7 +191,10 @@ std::string no_config_note(const CompileSummaryContext& context, std::size_t sha
 void print_compile_table(const ShapeReport& s, const std::string& kernel) {
   std::size_t width = 6;
   for (const CandidateReport& c : s.results) width = std::max(width, c.config.size());
-  fmt::print("\n{} at {}: {} valid configs\n", kernel, s.shape, s.results.size());
+  // With --max-evals the sweep compiled a uniform random subset of the valid configs.
+  const bool subset = s.planned < s.valid_configs;
+  fmt::print("\n{} at {}: {} valid configs{}\n", kernel, s.shape, count_text(subset ? s.valid_configs : s.results.size()),
+             subset ? fmt::format(", compiling a uniform random {} of them", s.planned) : std::string());
   fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}  {}\n", "config", width, "regs", "spill st",
              "spill ld", "stack", "smem", "compile", "status");
   fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}\n", "", width, "", "bytes", "bytes", "bytes",
