@@ -791,26 +791,29 @@ int Reader::second_document_line() const {
       content = true;
     }
   }
-  return 1;
+  return 0;  // one document
 }
 
 // The file's one YAML document.  yaml-cpp's Load would silently keep only
 // the first of several, dropping whatever follows a stray `---`.
 YAML::Node Reader::load_single_document() const {
-  std::vector<YAML::Node> documents;
+  // YAML::LoadAll never returns on some malformed input (space_parse_fuzz
+  // found one: tests/fuzz/regressions/space_parse/load_all_hang.yaml), so
+  // the document is read with Load, and a second one is found in the text.
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(std::string(text_));
+    document = YAML::Load(std::string(text_));
   } catch (const YAML::Exception& error) {
     std::string hint;
     if (error.msg.find("illegal map value") != std::string::npos)
       hint = " (a value that contains ': ', such as a ?: expression, must be quoted)";
     fail(at(error.mark), fmt::format("malformed YAML: {}{}", error.msg, hint));
   }
-  if (documents.size() > 1)
-    fail(SourceLocation{space_->file_name, second_document_line(), 1},
+  if (int line = second_document_line(); line > 0)
+    fail(SourceLocation{space_->file_name, line, 1},
          "a second YAML document starts here (after '---' or '...'); expected one document: "
          "remove the marker, or indent what follows it");
-  return documents.empty() ? YAML::Node() : documents.front();
+  return document;
 }
 
 std::unique_ptr<SearchSpace::Impl> Reader::read() {

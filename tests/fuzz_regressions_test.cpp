@@ -111,6 +111,15 @@ TEST(FuzzRegressions, ReadingAHugeSpaceDoesNotWalkIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+TEST(FuzzRegressions, InputThatHungYamlLoadAllIsRefusedQuickly) {
+  // YAML::LoadAll never returned on this file; the reader now uses Load.
+  const fs::path file = regressions / "space_parse" / "load_all_hang.yaml";
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(SearchSpace::parse(read_file(file), file.string(), fs::path(MLATUNE_TEST_DATA_DIR) / "spaces"),
+               InputError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 TEST(FuzzRegressions, AssignmentInAWhereIsAnInputError) {
   // 'THREADS = 64' assigned 64 to the evaluator's THREADS slot and held, so
   // the restricted space admitted configs its own constraints reject.
