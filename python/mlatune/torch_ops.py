@@ -12,6 +12,7 @@ is already imported, or on first use of mlatune.fused_mla_attention."""
 
 # No "from __future__ import annotations": custom_op reads the annotations
 # as types to infer the operator schema.
+import atexit
 import threading
 from typing import Optional
 
@@ -47,6 +48,17 @@ def set_default_dispatcher(dispatcher: Optional[Dispatcher]) -> None:
         raise TypeError(f"expected an mlatune.Dispatcher, got {type(dispatcher).__name__}")
     with _default_lock:
         _default = dispatcher
+
+
+@atexit.register
+def _close_default() -> None:
+    # Python's exit handlers run before the C ones that tear down the CUDA
+    # runtime, so the dispatcher's kernels are unloaded while that still works.
+    global _default
+    with _default_lock:
+        if _default is not None:
+            _default.close()
+            _default = None
 
 
 def _launch(q, kv_latent, w_up_k, w_up_v, out) -> None:
