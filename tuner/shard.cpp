@@ -54,7 +54,8 @@ Shard parse_shard(std::string_view text) {
     throw InputError(fmt::format("{}: expected I/N, e.g. 0/4 (shard I of N, numbered from 0)", what));
   std::optional<std::uint64_t> index = whole_number(text.substr(0, slash));
   std::optional<std::uint64_t> count = whole_number(text.substr(slash + 1));
-  if (!index) throw InputError(fmt::format("{}: the shard index '{}' is not a whole number", what, text.substr(0, slash)));
+  if (!index)
+    throw InputError(fmt::format("{}: the shard index '{}' is not a whole number", what, text.substr(0, slash)));
   if (!count)
     throw InputError(fmt::format("{}: the shard count '{}' is not a whole number", what, text.substr(slash + 1)));
   Shard shard{*index, *count};
