@@ -116,20 +116,22 @@ std::int64_t merge_measurements(Connection& db, std::int64_t last_before) {
 }
 
 // Best entries move only for the new measurements (ids above `last_before`),
-// and only where strictly faster; device and toolchain are part of the key,
-// so results of other devices or toolchains never compete.  Returns the
-// entries added or changed.
+// by the rule Store::record follows (faster, or as fast with a config text
+// that sorts first), so that the order in which shards are merged never
+// decides; device and toolchain are part of the key, so results of other
+// devices or toolchains never compete.  Returns the entries added or changed.
 std::int64_t merge_best(Connection& db, std::int64_t last_before) {
-  db.prepare(
-        "INSERT INTO main.best(kernel_id, device_id, toolchain_id, shape, config, median_us, measurement_id) "
-        "SELECT kernel_id, device_id, toolchain_id, shape, config, median_us, id FROM ("
-        "  SELECT *, row_number() OVER (PARTITION BY kernel_id, device_id, toolchain_id, shape "
-        "                               ORDER BY median_us, id) AS rank "
-        "  FROM main.measurements WHERE id > ?1 AND outcome = 'ok') "
-        "WHERE rank = 1 "
-        "ON CONFLICT(kernel_id, device_id, toolchain_id, shape) DO UPDATE SET config = excluded.config, "
-        "median_us = excluded.median_us, measurement_id = excluded.measurement_id "
-        "WHERE excluded.median_us < main.best.median_us")
+  db.prepare(fmt::format(
+                 "INSERT INTO main.best(kernel_id, device_id, toolchain_id, shape, config, median_us, "
+                 "measurement_id) "
+                 "SELECT kernel_id, device_id, toolchain_id, shape, config, median_us, id FROM ("
+                 "  SELECT *, row_number() OVER (PARTITION BY kernel_id, device_id, toolchain_id, shape "
+                 "                               ORDER BY median_us, config, id) AS rank "
+                 "  FROM main.measurements WHERE id > ?1 AND outcome = 'ok') "
+                 "WHERE rank = 1 "
+                 "ON CONFLICT(kernel_id, device_id, toolchain_id, shape) DO UPDATE SET config = excluded.config, "
+                 "median_us = excluded.median_us, measurement_id = excluded.measurement_id WHERE {}",
+                 replaces_best("excluded", "main.best")))
       .bind(1, last_before)
       .run();
   return db.changes();

@@ -35,6 +35,11 @@ std::string same_device(std::string_view a, std::string_view b) {
   return out;
 }
 
+std::string replaces_best(std::string_view candidate, std::string_view current) {
+  return fmt::format("({0}.median_us < {1}.median_us OR ({0}.median_us = {1}.median_us AND {0}.config < {1}.config))",
+                     candidate, current);
+}
+
 std::string device_is(std::string_view alias, int first) {
   std::string out;
   int parameter = first;

@@ -32,6 +32,14 @@ sqlite::Statement& bind_device(sqlite::Statement& statement, int first, const De
 /// Reads an identity from columns first .. first + 4, in device_columns() order.
 DeviceIdentity read_device(const sqlite::Statement& statement, int first);
 
+// ---- the best entry ---------------------------------------------------------------------
+
+/// The condition under which the row `candidate` (columns median_us and
+/// config) replaces the best entry `current`: faster, or as fast with a config
+/// text that sorts first.  An order-free rule, so that record() and merge()
+/// agree whatever order the measurements come in.
+std::string replaces_best(std::string_view candidate, std::string_view current);
+
 // ---- small statement helpers --------------------------------------------------------
 
 /// The first column of the first row, or nullopt when there is no row.

@@ -33,7 +33,7 @@ struct CacheOptions {
   std::string format;
   std::string output;
   bool force = false;
-  std::string other;
+  std::vector<std::string> others;  // cache merge: databases to merge in, in order
   std::vector<std::string> spaces;
 };
 
@@ -331,12 +331,17 @@ void export_measurements(const CacheOptions& o) {
   if (!out) throw EnvironmentError(fmt::format("writing {} failed", o.output.empty() ? "stdout" : o.output));
 }
 
+// Several files (the databases of a sharded sweep) are merged one after the
+// other, each in its own transaction; the best entries do not depend on the
+// order (Store::merge).
 void merge(const CacheOptions& o) {
   Store store = Store::open(database_path(o.db), StoreMode::read_write);
-  MergeCounts counts = store.merge(o.other);
-  fmt::print("merged {} into {}: {} run(s), {} measurement(s), {} binary(ies) added; {} best entry(ies) changed\n",
-             o.other, store.path().string(), counts.runs, counts.measurements, counts.binaries,
-             counts.best_changed);
+  for (const std::string& other : o.others) {
+    MergeCounts counts = store.merge(other);
+    fmt::print("merged {} into {}: {} run(s), {} measurement(s), {} binary(ies) added; {} best entry(ies) changed\n",
+               other, store.path().string(), counts.runs, counts.measurements, counts.binaries,
+               counts.best_changed);
+  }
 }
 
 void stale(const CacheOptions& o) {
@@ -443,8 +448,8 @@ void add_cache_commands(CLI::App& app) {
   export_cmd->callback([options] { export_measurements(*options); });
 
   CLI::App* merge_cmd = cache->add_subcommand(
-      "merge", "Add another database's results (shards from other machines or GPUs); idempotent");
-  merge_cmd->add_option("other", options->other, "The database to merge in")->required();
+      "merge", "Add other databases' results (shards from other machines or GPUs); idempotent");
+  merge_cmd->add_option("other", options->others, "The database(s) to merge in, one after the other")->required();
   merge_cmd->callback([options] { merge(*options); });
 
   CLI::App* stale_cmd = cache->add_subcommand(

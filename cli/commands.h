@@ -16,6 +16,7 @@ void add_space_commands(CLI::App& app);  // mlatune space ...  (cli/space_comman
 void add_tune_commands(CLI::App& app);   // mlatune tune ...   (cli/tune_commands.cpp)
 void add_cache_commands(CLI::App& app);  // mlatune cache ...  (cli/cache_commands.cpp)
 void add_run_commands(CLI::App& app);    // mlatune run ...    (cli/run_commands.cpp)
+void add_report_commands(CLI::App& app);  // mlatune report    (cli/report_commands.cpp)
 
 /// The database path: --db if given, else $MLATUNE_DB, else ./mlatune.db.
 std::filesystem::path database_path(const std::string& db_option);

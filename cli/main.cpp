@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   mlatune::cli::add_tune_commands(app);
   mlatune::cli::add_cache_commands(app);
   mlatune::cli::add_run_commands(app);
+  mlatune::cli::add_report_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,7 @@
 // settings (cli/tune_settings.h).  What it does with them: cli/tune_run.cpp;
 // what it prints: cli/tune_report.cpp.
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "cli/option_checks.h"
 #include "cli/tune_settings.h"
 #include "core/compiler.h"
+#include "tuner/shard.h"
 #include "tuner/strategies/registry.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep.h"
@@ -44,7 +46,14 @@ struct TuneOptions {
   double cutoff = SweepOptions{}.cutoff_factor;
   int cut_after = TimingOptions{}.cut_min_samples;
   std::vector<std::string> where;  // extra constraints on the candidates
+  std::string shard;               // "I/N"; empty: from Slurm, else none
 };
+
+/// --shard I/N, else the task of a Slurm job array, else none.
+std::optional<ShardChoice> shard_choice(const std::string& shard) {
+  if (!shard.empty()) return ShardChoice{parse_shard(shard), "--shard"};
+  return shard_from_slurm([](const char* name) { return std::getenv(name); });
+}
 
 /// Parse at the edge: names become enums, the architecture its canonical
 /// form, the database its path.
@@ -69,6 +78,7 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.timing.budget_ms = options.budget_ms;
   s.timing.cut_min_samples = options.cut_after;
   s.cutoff = options.cutoff;
+  s.shard = shard_choice(options.shard);
   return s;
 }
 
@@ -154,6 +164,12 @@ void add_tune_commands(CLI::App& app) {
                    fmt::format("launches timed before a candidate may be cut (default {})",
                                TimingOptions{}.cut_min_samples))
       ->check(CLI::Range(3, 1000));
+  tune->add_option("--shard", options->shard,
+                   "tune only shard I of N (0-based: 0/4 .. 3/4) of the sweep, into this shard's own "
+                   "database, for `mlatune cache merge` later; default: SLURM_ARRAY_TASK_ID of "
+                   "SLURM_ARRAY_TASK_COUNT when set. Brute force and random split each shape's "
+                   "candidates, annealing and model whole shapes")
+      ->type_name("I/N");
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(whole_number(0, 1024));
   tune->callback([options, strategy] {

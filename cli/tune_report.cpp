@@ -56,6 +56,7 @@ json shape_json(const ShapeReport& s) {
   j["valid_configs"] = s.valid_configs;
   j["planned"] = s.planned;
   j["already_measured"] = s.already_measured;
+  j["other_shards"] = s.other_shards;
   j["evaluated"] = s.results.size();
   json counts = json::object();
   for (const auto& [outcome, n] : s.outcomes) counts[std::string(to_string(outcome))] = n;
@@ -124,8 +125,9 @@ void print_shape_best(const ShapeReport& s, const SweepSummary& summary) {
 
 void print_shape_text(const ShapeReport& s, const SweepSummary& summary) {
   fmt::print("\n{} at {} on {}\n", summary.kernel, s.shape, summary.device.name);
-  fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now\n",
-             count_text(s.valid_configs), s.planned, s.already_measured, s.results.size());
+  fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now{}\n",
+             count_text(s.valid_configs), s.planned, s.already_measured, s.results.size(),
+             s.other_shards ? fmt::format(" ({} left to other shards)", s.other_shards) : std::string());
   if (!s.results.empty()) print_shape_counts(s, summary);
   if (!s.retimed.empty()) {
     fmt::print("  fastest, timed again interleaved (median us; min; p90; sweep median):\n");
@@ -182,7 +184,10 @@ json row_json(const CandidateReport& c) {
 
 /// "no valid config for N=16 (most restrictive constraint: ...)".
 std::string no_config_note(const CompileSummaryContext& context, std::size_t shape_index,
-                           const std::string& shape_text) {
+                           const ShapeReport& shape) {
+  const std::string& shape_text = shape.shape;
+  if (shape.other_shards > 0)
+    return fmt::format("no config of {} for this shard ({} left to other shards)", shape_text, shape.other_shards);
   std::string culprit = context.space->most_restrictive_constraint(context.shapes.at(shape_index));
   return fmt::format("no valid config for {}{}", shape_text,
                      culprit.empty() ? "" : fmt::format(" (most restrictive constraint: {})", culprit));
@@ -192,9 +197,12 @@ void print_compile_table(const ShapeReport& s, const std::string& kernel) {
   std::size_t width = 6;
   for (const CandidateReport& c : s.results) width = std::max(width, c.config.size());
   // With --max-evals the sweep compiled a uniform random subset of the valid configs.
-  const bool subset = s.planned < s.valid_configs;
-  fmt::print("\n{} at {}: {} valid configs{}\n", kernel, s.shape, count_text(subset ? s.valid_configs : s.results.size()),
-             subset ? fmt::format(", compiling a uniform random {} of them", s.planned) : std::string());
+  const std::uint64_t sequence = s.planned + s.other_shards;  // every shard's share
+  const bool subset = sequence < s.valid_configs;
+  fmt::print("\n{} at {}: {} valid configs{}{}\n", kernel, s.shape,
+             count_text(subset || s.other_shards ? s.valid_configs : s.results.size()),
+             subset ? fmt::format(", compiling a uniform random {} of them", sequence) : std::string(),
+             s.other_shards ? fmt::format(" ({} in this shard)", s.planned) : std::string());
   fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}  {}\n", "config", width, "regs", "spill st",
              "spill ld", "stack", "smem", "compile", "status");
   fmt::print("{:<{}}  {:>4}  {:>8}  {:>8}  {:>6}  {:>6}  {:>8}\n", "", width, "", "bytes", "bytes", "bytes",
@@ -287,7 +295,7 @@ void print_compile_text(const SweepReport& report, const CompileSummaryContext& 
   for (std::size_t i = 0; i < report.shapes.size(); ++i) {
     const ShapeReport& s = report.shapes[i];
     if (s.results.empty())
-      fmt::print("\n{}\n", no_config_note(context, i, s.shape));
+      fmt::print("\n{}\n", no_config_note(context, i, s));
     else
       print_compile_table(s, context.space->kernel_name());
   }
@@ -307,7 +315,7 @@ void print_compile_json(const SweepReport& report, const CompileSummaryContext& 
   for (std::size_t i = 0; i < report.shapes.size(); ++i) {
     const ShapeReport& s = report.shapes[i];
     if (s.results.empty()) {
-      shapes.push_back({{"shape", s.shape}, {"configs", json::array()}, {"note", no_config_note(context, i, s.shape)}});
+      shapes.push_back({{"shape", s.shape}, {"configs", json::array()}, {"note", no_config_note(context, i, s)}});
       continue;
     }
     json configs = json::array();

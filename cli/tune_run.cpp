@@ -143,7 +143,52 @@ SweepOptions sweep_options(const TuneSettings& settings, std::vector<Shape> shap
   sweep.seed = settings.seed;
   sweep.timing = settings.timing;
   sweep.cutoff_factor = settings.cutoff;
+  if (settings.shard) sweep.shard = settings.shard->shard;
   return sweep;
+}
+
+// ---- shards ---------------------------------------------------------------------
+
+/// What a shard must share with the others to take a disjoint share of the
+/// same sweep; checked before anything runs.
+void check_shard(const TuneSettings& settings) {
+  if (!settings.shard) return;
+  const std::string shard = to_string(settings.shard->shard);
+  if (settings.misses)
+    throw InputError(fmt::format("shard {} ({}): --misses reads the shapes from each shard's own database, so "
+                                 "shards could disagree on them; give the shapes with --shape",
+                                 shard, settings.shard->source));
+  // A compile-only sweep draws its subset with a fixed seed.
+  if (!settings.compile_only && !settings.seed && shard_needs_seed(settings.strategy) &&
+      shard_split(settings.strategy) == ShardSplit::configs)
+    throw InputError(fmt::format("shard {} ({}): --strategy {} draws its candidates at random, so every shard "
+                                 "needs the same --seed to draw the same sequence and split it",
+                                 shard, settings.shard->source, to_string(settings.strategy)));
+}
+
+/// Up to a few shapes, then how many more.
+std::string shape_list(const SearchSpace& space, const std::vector<Shape>& shapes, const Shard& shard) {
+  std::vector<std::string> taken;
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    if (shard_owns_shape(shard, i)) taken.push_back(space.shape_string(shapes[i]));
+  if (taken.empty()) return fmt::format("no shape (the sweep has {} for {} shards)", shapes.size(), shard.count);
+  std::string text = fmt::format("{} of {} shapes: ", taken.size(), shapes.size());
+  for (std::size_t i = 0; i < std::min<std::size_t>(taken.size(), 4); ++i) text += (i ? "; " : "") + taken[i];
+  if (taken.size() > 4) text += fmt::format("; and {} more", taken.size() - 4);
+  return text;
+}
+
+/// One line saying which share this process takes and why.
+std::string shard_note(const SearchSpace& space, const TuneSettings& settings, const std::vector<Shape>& shapes,
+                       StrategyKind strategy) {
+  const Shard& shard = settings.shard->shard;
+  const std::string head = fmt::format("shard {} ({})", to_string(shard), settings.shard->source);
+  if (shard_split(strategy) == ShardSplit::shapes)
+    return fmt::format("{}: {}; {} adapts to its measurements, so shards split whole shapes", head,
+                       shape_list(space, shapes, shard), to_string(strategy));
+  return fmt::format("{}: one candidate in {} of each shape's sequence ({} proposes the same sequence in every "
+                     "shard); merge the shards' databases with `mlatune cache merge`",
+                     head, shard.count, to_string(strategy));
 }
 
 /// Runs a measuring sweep (on the GPU or replayed) and prints its summary.
@@ -158,6 +203,8 @@ void sweep_and_report(const SearchSpace& space, const TuneSettings& settings, Sw
   }
   fmt::print(stderr, "mlatune: tuning {} on {} ({}, {} SMs) into {}\n", space.kernel_name(), device.name,
              device.arch, device.sm_count, settings.database.string());
+  if (settings.shard)
+    fmt::print(stderr, "mlatune: {}\n", shard_note(space, settings, sweep.shapes, settings.strategy));
   SweepReport report = run_sweep(space, settings.space_file, settings.database, source, device, sweep);
   if (printer) printer->finish();
   const SweepSummary summary{space.kernel_name(), device,         settings.database,        replayed,
@@ -204,6 +251,10 @@ GpuCheck check_gpu(const TuneSettings& settings) {
 /// Compiles every candidate, prints resources; InputError when none compiled.
 void compile_and_report(const SearchSpace& space, const TuneSettings& settings, std::vector<Shape> shapes,
                         const std::string& arch, const GpuCheck& gpu, std::vector<std::string> notes) {
+  // The compile sweep proposes in enumeration order, or a seeded random
+  // subset with --max-evals: neither adapts.
+  if (settings.shard) notes.push_back(shard_note(space, settings, shapes,
+                                               parse_strategy_kind(settings.max_evals ? "random" : "brute_force")));
   for (const std::string& note : notes) fmt::print(stderr, "mlatune: {}\n", note);
   const std::optional<SearchSpace> candidates = restricted_space(space, settings);
   SweepOptions sweep = sweep_options(settings, shapes, arch);
@@ -227,6 +278,7 @@ void run_tune(const TuneSettings& settings) {
   if (settings.compile_only && settings.strategy_given && settings.replay.empty())
     throw InputError(fmt::format("--strategy {} cannot be used with --compile-only: {}",
                                  to_string(settings.strategy), strategy_needs_timing));
+  check_shard(settings);
   SearchSpace space = SearchSpace::load(settings.space_file);
   check_where(space, settings);
   std::optional<std::vector<Shape>> shapes = shapes_to_tune(space, settings);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tuner/shard.h"
 #include "tuner/strategy.h"
 #include "tuner/timing.h"
 
@@ -35,6 +36,9 @@ struct TuneSettings {
   bool strategy_given = false;         // --strategy was on the command line
   TimingOptions timing;                // cache method, budget, cut_min_samples
   double cutoff = 0;
+  /// This process's share of the sweep (--shard, else a Slurm job array's
+  /// task), and where it came from; unset: the whole sweep.
+  std::optional<ShardChoice> shard;
 };
 
 /// Runs `mlatune tune`; errors are thrown (InputError: exit 2).

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <map>
 #include <random>
+#include <utility>
 #include <string>
 #include <unistd.h>
 
@@ -187,7 +188,7 @@ TEST_F(StoreTest, BestIsTheFastestOkMeasurementAndMovesInTheSameCommit) {
   auto slow = store.record(ok(ids.run, shape, "ALGORITHM=absorbed,TPQ=2", 9.0));
   auto fast = store.record(ok(ids.run, shape, "ALGORITHM=absorbed,TPQ=4", 4.0));
   store.record(ok(ids.run, shape, "ALGORITHM=expanded,TPQ=4", 6.0));
-  store.record(ok(ids.run, shape, "ALGORITHM=expanded,TPQ=8", 4.0));  // a tie keeps the earlier one
+  store.record(ok(ids.run, shape, "ALGORITHM=expanded,TPQ=8", 4.0));  // a tie: the config that sorts first
   store.record(failed(ids.run, shape, "ALGORITHM=expanded,TPQ=16", Outcome::wrong_result));
   EXPECT_NE(slow, fast);
 
@@ -208,6 +209,40 @@ TEST_F(StoreTest, BestIsTheFastestOkMeasurementAndMovesInTheSameCommit) {
   EXPECT_EQ(all[0].kernel, mla_v1);
   EXPECT_EQ(all[0].device, h200);
   EXPECT_EQ(all[0].entry.config, "ALGORITHM=absorbed,TPQ=4");
+}
+
+// Event times are quantized, so ties are common; the order of the
+// measurements must not decide between them, else shards merged in another
+// order than one sweep measured would name another best config.
+TEST_F(StoreTest, ATieGoesToTheConfigThatSortsFirstInAnyOrder) {
+  Store store = Store::open(file("tie.db"));
+  auto ids = start(store);
+  store.record(ok(ids.run, "B=1", "X=9", 4.0));
+  auto later = store.record(ok(ids.run, "B=1", "X=1", 4.0));
+  store.record(ok(ids.run, "B=1", "X=5", 4.0));
+  auto best = store.best(ids.kernel, ids.device, ids.toolchain, "B=1");
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->config, "X=1");
+  EXPECT_EQ(best->measurement_id, later);
+}
+
+TEST_F(StoreTest, MergedTiesAgreeWhateverTheMergeOrder) {
+  const auto a = file("tie_a.db"), b = file("tie_b.db");
+  for (const auto& [path, config] : {std::pair{a, "X=2"}, std::pair{b, "X=1"}}) {
+    Store shard = Store::open(path);
+    auto ids = start(shard);
+    shard.record(ok(ids.run, "B=1", config, 3.0));
+    shard.finish_run(ids.run, RunStatus::finished);
+  }
+  for (const auto& [first, second] : {std::pair{a, b}, std::pair{b, a}}) {
+    const auto merged = file(first == a ? "tie_ab.db" : "tie_ba.db");
+    Store store = Store::open(merged);
+    store.merge(first);
+    store.merge(second);
+    auto best = store.best(mla_v1, h200, cuda13, "B=1");
+    ASSERT_TRUE(best.has_value());
+    EXPECT_EQ(best->config, "X=1") << "merged " << first << " then " << second;
+  }
 }
 
 TEST_F(StoreTest, BadMeasurementsAreRefusedAndLeaveNothing) {

@@ -23,6 +23,19 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+/// The seed of a shape's search: the sweep's seed and the shape alone, not
+/// the shapes searched before it, so that a shard that skips shapes
+/// (tuner/shard.h) searches each of its shapes exactly as an unsharded sweep
+/// does.  FNV-1a of the shape, mixed with the seed by SplitMix64's finalizer.
+std::uint64_t strategy_seed(std::uint64_t sweep_seed, const std::string& shape) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : shape) h = (h ^ c) * 0x100000001b3ULL;
+  std::uint64_t z = sweep_seed ^ h;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 /// How the loop chooses its candidates.
 struct Plan {
   /// Offer the space's default config first, so that the sweep can say what
@@ -41,14 +54,19 @@ class Sweep {
         journal_(journal),
         options_(options),
         plan_(plan),
+        seed_(seed),
         rng_(seed) {}
 
-  ShapeReport run_shape(const Shape& shape);
+  ShapeReport run_shape(const Shape& shape, std::size_t shape_index);
+  /// Whether this sweep's shard (if any) takes the shape at `shape_index`.
+  bool takes_shape(std::size_t shape_index) const;
 
  private:
   /// One shape's search in progress.
   struct ShapeRun {
     Shape shape;
+    std::size_t index = 0;      // among the sweep's shapes
+    std::uint64_t position = 0; // candidates of the sequence so far, every shard's
     Clock::time_point start = Clock::now();
     ShapeReport report;
     std::uint64_t budget = 0;
@@ -60,6 +78,7 @@ class Sweep {
   };
 
   std::optional<Config> next_config(ShapeRun& run);
+  bool splits_configs() const;
   void refill(ShapeRun& run);
   std::uint64_t expected_total(const ShapeRun& run) const;
   void announce(const ShapeRun& run);
@@ -74,6 +93,7 @@ class Sweep {
   Journal& journal_;
   const SweepOptions& options_;
   Plan plan_;
+  std::uint64_t seed_;
   std::mt19937_64 rng_;
   SweepProgress progress_;
 };
@@ -84,14 +104,23 @@ void Sweep::say(std::string line) {
   options_.progress(progress_);
 }
 
-ShapeReport Sweep::run_shape(const Shape& shape) {
+bool Sweep::splits_configs() const {
+  return options_.shard && shard_split(options_.strategy) == ShardSplit::configs;
+}
+
+bool Sweep::takes_shape(std::size_t shape_index) const {
+  return !options_.shard || splits_configs() || shard_owns_shape(*options_.shard, shape_index);
+}
+
+ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
   ShapeRun run;
   run.shape = shape;
+  run.index = shape_index;
   run.default_offered = !plan_.default_first;
   run.report.shape = space_.shape_string(shape);
   run.report.valid_configs = subspace_.count(shape);
   run.budget = options_.max_evals.value_or(run.report.valid_configs);
-  run.strategy = make_strategy(options_.strategy, subspace_, shape, rng_());
+  run.strategy = make_strategy(options_.strategy, subspace_, shape, strategy_seed(seed_, run.report.shape));
   run.earlier = journal_.earlier(run.report.shape);
   refill(run);
   announce(run);
@@ -111,9 +140,12 @@ ShapeReport Sweep::run_shape(const Shape& shape) {
 // The next config to evaluate: the space's default first (when the plan says
 // so), then the strategy's proposals.  A config committed by an earlier run
 // is not evaluated again; its result is told to the strategy instead (resume).
+// A shard skips the positions of the sequence that other shards evaluate
+// (tuner/shard.h); the strategies whose sequence is split never look at the
+// measurements, so they need not be told.
 std::optional<Config> Sweep::next_config(ShapeRun& run) {
   ShapeReport& report = run.report;
-  while (report.planned < run.budget) {
+  while (run.position < run.budget) {
     std::optional<Config> config;
     if (!run.default_offered) {
       run.default_offered = true;
@@ -124,6 +156,11 @@ std::optional<Config> Sweep::next_config(ShapeRun& run) {
     }
     if (!config) return std::nullopt;
     if (!run.proposed.insert(*config).second) continue;
+    const std::uint64_t position = run.position++;
+    if (splits_configs() && !shard_owns_candidate(*options_.shard, run.index, position)) {
+      ++report.other_shards;
+      continue;
+    }
     ++report.planned;
     auto found = run.earlier.find(space_.config_string(*config));
     if (found != run.earlier.end()) {
@@ -147,8 +184,10 @@ void Sweep::refill(ShapeRun& run) {
 
 // Configs found already measured while refilling shrink what is left.
 std::uint64_t Sweep::expected_total(const ShapeRun& run) const {
-  return std::min<std::uint64_t>(run.budget, run.report.valid_configs) -
-         std::min(run.report.already_measured, run.budget);
+  const std::uint64_t positions = std::min<std::uint64_t>(run.budget, run.report.valid_configs);
+  const std::uint64_t ours =
+      splits_configs() ? shard_candidate_count(*options_.shard, run.index, positions) : positions;
+  return ours - std::min(run.report.already_measured, ours);
 }
 
 void Sweep::announce(const ShapeRun& run) {
@@ -228,7 +267,8 @@ SweepReport sweep_all(const SearchSpace& space, MeasurementSource& source, Journ
   report.compile_threads = source.compile_threads();
   Sweep sweep(space, source, journal, options, seed, plan);
   try {
-    for (const Shape& shape : options.shapes) report.shapes.push_back(sweep.run_shape(shape));
+    for (std::size_t i = 0; i < options.shapes.size(); ++i)
+      if (sweep.takes_shape(i)) report.shapes.push_back(sweep.run_shape(options.shapes[i], i));
   } catch (...) {
     journal.finish(RunStatus::failed);
     throw;

@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/space.h"
 #include "tuner/measurement_source.h"
+#include "tuner/shard.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep_report.h"
 #include "tuner/timing.h"
@@ -50,6 +51,10 @@ struct SweepOptions {
   /// constraints: `tune --where`).  Results are still recorded under the
   /// swept space, so the dispatcher uses them.  Null: every valid config.
   const SearchSpace* candidates = nullptr;
+  /// Evaluate only this shard's share of the sweep (tuner/shard.h); unset:
+  /// all of it.  With a seeded strategy that does not adapt, every shard must
+  /// be given the same seed.
+  std::optional<Shard> shard;
   /// Called when a shape starts and after every candidate.
   std::function<void(const SweepProgress&)> progress;
 };

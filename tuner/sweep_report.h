@@ -62,6 +62,7 @@ struct ShapeReport {
   std::uint64_t valid_configs = 0;
   std::uint64_t planned = 0;           // configs this sweep chose to try
   std::uint64_t already_measured = 0;  // of those, skipped: committed earlier
+  std::uint64_t other_shards = 0;      // candidates left to the other shards (tuner/shard.h)
   std::map<Outcome, int> outcomes;
   std::vector<CandidateReport> results;  // in evaluation order
   std::vector<RetimedCandidate> retimed; // fastest first

@@ -14,10 +14,12 @@ namespace {
 // The one list of strategies.  A new one: its file under tuner/strategies/,
 // its source in mlatune_tuner's list in CMakeLists.txt, and a line here.
 constexpr StrategyEntry registry[] = {
-    {"brute_force", "every valid config, in enumeration order", &strategies::make_brute_force},
-    {"random", "uniform draws among the valid configs not yet tried", &strategies::make_random},
-    {"annealing", "simulated annealing over one-parameter moves", &strategies::make_annealing},
-    {"model", "ridge-regression surrogate of log(time), best predicted first", &strategies::make_model},
+    // name, description, factory, adapts (to measurements), seeded
+    {"brute_force", "every valid config, in enumeration order", &strategies::make_brute_force, false, false},
+    {"random", "uniform draws among the valid configs not yet tried", &strategies::make_random, false, true},
+    {"annealing", "simulated annealing over one-parameter moves", &strategies::make_annealing, true, true},
+    {"model", "ridge-regression surrogate of log(time), best predicted first", &strategies::make_model, true,
+     true},
 };
 
 }  // namespace

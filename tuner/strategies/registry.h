@@ -23,6 +23,11 @@ struct StrategyEntry {
   std::string_view name;         // what --strategy takes and the store records
   std::string_view description;  // one line, for --help
   StrategyFactory create;
+  /// Whether its proposals depend on the measurements it is told: such a
+  /// search cannot be split among shards config by config (tuner/shard.h).
+  bool adapts = false;
+  /// Whether its proposals depend on the seed.
+  bool seeded = false;
 };
 
 /// Every strategy, in the order --help lists them; the first is the default.
