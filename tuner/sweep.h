@@ -16,6 +16,7 @@
 
 #include "core/device.h"
 #include "core/space.h"
+#include "tuner/given_configs.h"
 #include "tuner/measurement_source.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep_report.h"
@@ -50,6 +51,11 @@ struct SweepOptions {
   /// constraints: `tune --where`).  Results are still recorded under the
   /// swept space, so the dispatcher uses them.  Null: every valid config.
   const SearchSpace* candidates = nullptr;
+  /// Evaluate exactly these configs instead of searching (`tune
+  /// --configs-file`, `cache revalidate`): no strategy, no default config
+  /// first; those invalid at a shape are skipped (ShapeReport::skipped);
+  /// `max_evals` still caps each shape.  Unset: search with `strategy`.
+  std::optional<GivenConfigs> given;
   /// Called when a shape starts and after every candidate.
   std::function<void(const SweepProgress&)> progress;
 };
