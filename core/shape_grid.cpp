@@ -57,6 +57,7 @@ class GridReader {
     while (!at_end() && (std::isalnum(static_cast<unsigned char>(peek())) || peek() == '_')) axis.name += text_[at_++];
     if (axis.name.empty()) fail(axis.column, "expected a shape variable name");
     if (!accept("=")) fail(column(), fmt::format("expected '=' after '{}'", axis.name));
+    seen_.clear();
     do {
       read_item(axis);
     } while (accept("|"));
@@ -77,7 +78,7 @@ class GridReader {
   }
 
   void add(GridAxis& axis, std::int64_t value, int column) {
-    if (std::find(axis.values.begin(), axis.values.end(), value) != axis.values.end()) return;
+    if (!seen_.insert(value).second) return;
     if (axis.values.size() >= max_grid_shapes)
       fail(column, fmt::format("'{}' takes more than {} values", axis.name, max_grid_shapes));
     axis.values.push_back(value);
@@ -120,6 +121,7 @@ class GridReader {
 
   std::string_view text_;
   std::size_t at_ = 0;
+  std::set<std::int64_t> seen_;  // the values of the part being read
 };
 
 /// The product of the axes (already in the space's variable order), first
