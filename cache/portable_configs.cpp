@@ -245,12 +245,13 @@ std::vector<PortableEntry> entries_for(const PortableConfigs& configs, const Ker
   if (!other_versions.empty() && !skip_other_versions) {
     const auto& [hashes, count] = *other_versions.begin();
     throw InputError(SourceLocation{file_name},
-                     fmt::format("{} entr{} of {} were tuned under template {} definitions {}, but the space now has "
+                     fmt::format("{} {} of {} {} tuned under template {} definitions {}, but the space now has "
                                  "template {} definitions {}: a config may not mean the same under another version, "
-                                 "so their times are not imported (--skip-other-versions imports the {} entries of "
-                                 "this version alone; re-measure the others with `mlatune tune --configs-file`)",
-                                 count, count == 1 ? "y" : "ies", current.name, hashes.first, hashes.second,
-                                 current.template_hash, current.definition_hash, same.size()));
+                                 "so no time of it is imported (--skip-other-versions imports only the entries of "
+                                 "this version, {} of them; re-measure the others with `mlatune tune --configs-file`)",
+                                 count, count == 1 ? "entry" : "entries", current.name, count == 1 ? "was" : "were",
+                                 hashes.first, hashes.second, current.template_hash, current.definition_hash,
+                                 same.size()));
   }
   if (same.empty())
     throw InputError(SourceLocation{file_name},
