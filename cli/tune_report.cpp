@@ -345,7 +345,7 @@ void print_compile_json(const SweepReport& report, const CompileSummaryContext& 
     }
     json configs = json::array();
     for (const CandidateReport& c : s.results) configs.push_back(row_json(c));
-    shapes.push_back({{"shape", s.shape}, {"configs", std::move(configs)}});
+    shapes.push_back({{"shape", s.shape}, {"configs", std::move(configs)}, {"shared_binaries", s.shared_binaries}});
   }
   const CompileTotals totals = compile_totals(report);
   json out;
@@ -364,6 +364,7 @@ void print_compile_json(const SweepReport& report, const CompileSummaryContext& 
                    {"spilling", totals.spilling},
                    {"nvrtc_runs", report.nvrtc_runs},
                    {"reused", report.binaries_reused},
+                   {"shared_binaries", sweep_totals(report).shared_binaries},
                    {"database", context.database.string()},
                    {"threads", report.compile_threads},
                    {"compile_seconds", totals.compile_seconds},
