@@ -20,8 +20,9 @@
 // concern: store_schema.cpp (schema, migration, file checks, opening),
 // store_identities.cpp, store_measurements.cpp (runs, measurements, record),
 // store_best.cpp, store_binaries.cpp, store_misses.cpp, store_maintenance.cpp
-// (stale, prune, vacuum, info), store_merge.cpp, and store_sql.h for what
-// they share (the device identity's columns among it).
+// (stale, prune, vacuum, info), store_merge.cpp, store_portable.cpp (best
+// configs exported and imported: cache/portable_configs.h), and store_sql.h
+// for what they share (the device identity's columns among it).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -199,6 +200,15 @@ struct MergeCounts {
   std::int64_t runs = 0, measurements = 0, binaries = 0, best_changed = 0;
 };
 
+struct PortableEntry;  // cache/portable_configs.h
+
+/// What import_best() did with the entries it was given.
+struct ImportCounts {
+  std::int64_t added = 0;         // new measurements, under the device and toolchain they name
+  std::int64_t present = 0;       // already in the database (same natural key): unchanged
+  std::int64_t best_changed = 0;  // best entries added or made faster
+};
+
 struct StoreInfo {
   std::filesystem::path path;
   int schema_version = 0;
@@ -292,6 +302,17 @@ class Store {
   /// Copies another database's contents in by natural keys; running it
   /// twice changes nothing the second time.
   MergeCounts merge(const std::filesystem::path& other);
+  /// Every best entry (of `kernel_name`; empty: of every kernel) with the
+  /// statistics of its measurement, for a portable file.
+  std::vector<PortableEntry> export_best(const std::string& kernel_name);
+  /// Adds portable entries as measurements of one imported run per kernel
+  /// version, device and toolchain (strategy "import", `source` in its
+  /// settings), each under the device and toolchain it names, and makes each
+  /// the best entry where it is faster than the one there; all in one
+  /// transaction.  An entry whose measurement is already there (same kernel
+  /// version, device, toolchain, shape, config, median and time stamp) is
+  /// skipped, so importing twice changes nothing.
+  ImportCounts import_best(const std::vector<PortableEntry>& entries, const std::string& source);
   void vacuum();
   StoreInfo info();
 

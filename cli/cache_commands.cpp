@@ -470,6 +470,8 @@ void add_cache_commands(CLI::App& app) {
   CLI::App* info_cmd = cache->add_subcommand("info", "Schema version, counts and size");
   info_cmd->add_flag("--json", options->json_output, "JSON instead of text");
   info_cmd->callback([options] { info(*options); });
+
+  add_portable_commands(*cache, std::shared_ptr<const std::string>(options, &options->db));
 }
 
 }  // namespace mlatune::cli

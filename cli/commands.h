@@ -4,6 +4,7 @@
 // Output goes to stdout; diagnostics to stderr.
 #pragma once
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace CLI {
@@ -17,6 +18,9 @@ void add_tune_commands(CLI::App& app);   // mlatune tune ...   (cli/tune_command
 void add_cache_commands(CLI::App& app);  // mlatune cache ...  (cli/cache_commands.cpp)
 void add_run_commands(CLI::App& app);    // mlatune run ...    (cli/run_commands.cpp)
 void add_report_commands(CLI::App& app);  // mlatune report    (cli/report_commands.cpp)
+/// mlatune cache export-best / import / revalidate (cli/portable_commands.cpp),
+/// added to the `cache` command; `db` is its --db option.
+void add_portable_commands(CLI::App& cache, std::shared_ptr<const std::string> db);
 
 /// The database path: --db if given, else $MLATUNE_DB, else ./mlatune.db.
 std::filesystem::path database_path(const std::string& db_option);

@@ -29,6 +29,9 @@ namespace {
 struct TuneOptions {
   std::string space_file;
   std::vector<std::string> shapes;
+  std::vector<std::string> shapes_files;
+  std::vector<std::string> grids;
+  std::string configs_file;
   bool compile_only = false;
   std::string arch;
   bool json = false;
@@ -62,6 +65,9 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.space_file = options.space_file;
   s.database = database_path(options.db);
   s.shapes = options.shapes;
+  s.shapes_files.assign(options.shapes_files.begin(), options.shapes_files.end());
+  s.grids = options.grids;
+  s.configs_file = options.configs_file;
   s.misses = options.misses;
   s.compile_only = options.compile_only;
   if (!options.arch.empty()) s.arch = parse_architecture(options.arch);
@@ -106,6 +112,15 @@ void add_tune_commands(CLI::App& app) {
   tune->add_option("--shape", options->shapes,
                    "a shape, e.g. B=2,T=32,H=4,D=16,R=24 (repeatable; default: the space's "
                    "default shapes)");
+  tune->add_option("--shapes-file", options->shapes_files,
+                   "a file of shapes, one per line as for --shape ('#' comments; repeatable)");
+  tune->add_option("--grid", options->grids,
+                   "every combination of values per shape variable, e.g. \"B=2;T=64..4096:x2;H=16;D=32|64|128;"
+                   "R=128\" (a value, a list a|b, a range a..b:xK or a..b:+K; repeatable)");
+  tune->add_option("--configs-file", options->configs_file,
+                   "evaluate exactly the configs of this file (one per line as `mlatune space list` prints "
+                   "them) at every shape, instead of searching; lines that are not configs of the space, and "
+                   "configs invalid at a shape, are reported and skipped");
   tune->add_flag("--compile-only", options->compile_only,
                  "compile every valid config and report resources; time nothing");
   tune->add_option("--arch", options->arch,

@@ -36,6 +36,8 @@ double configs_per_second(const ShapeReport& s) {
 /// Where a sweep's time went, as the --json summary gives it.
 json totals_json(const SweepTotals& t) {
   return {{"evaluated", t.evaluated},
+          {"shapes", t.shapes},
+          {"shared_binaries", t.shared_binaries},
           {"cut", t.cut},
           {"wall_seconds", t.wall_s},
           {"configs_per_second", optional_json(t.configs_per_s)},
@@ -79,6 +81,10 @@ json shape_json(const ShapeReport& s) {
   j["nvrtc_seconds"] = s.nvrtc_s;
   j["cut"] = s.cut;
   j["configs_per_second"] = s.wall_s > 0 ? json(configs_per_second(s)) : json(nullptr);
+  j["shared_binaries"] = s.shared_binaries;
+  json skipped = json::array();
+  for (const SkippedConfig& k : s.skipped) skipped.push_back({{"config", k.config}, {"reason", k.reason}});
+  j["skipped"] = std::move(skipped);
   return j;
 }
 
@@ -128,6 +134,10 @@ void print_shape_text(const ShapeReport& s, const SweepSummary& summary) {
   fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now{}\n",
              count_text(s.valid_configs), s.planned, s.already_measured, s.results.size(),
              s.other_shards ? fmt::format(" ({} left to other shards)", s.other_shards) : std::string());
+  if (!s.skipped.empty()) {
+    fmt::print("  given configs skipped, invalid at this shape: {}\n", s.skipped.size());
+    for (const SkippedConfig& k : s.skipped) fmt::print("    {}  ({})\n", k.config, k.reason);
+  }
   if (!s.results.empty()) print_shape_counts(s, summary);
   if (!s.retimed.empty()) {
     fmt::print("  fastest, timed again interleaved (median us; min; p90; sweep median):\n");
@@ -257,9 +267,29 @@ void print_sweep_json(const SweepReport& report, const SweepSummary& summary) {
   fmt::print("{}\n", out.dump(2));
 }
 
+/// A sweep over several shapes: one line per shape, then what they shared.
+void print_range_text(const SweepReport& report, const SweepTotals& totals, const SweepSummary& summary) {
+  std::size_t width = 5;
+  for (const ShapeReport& s : report.shapes) width = std::max(width, s.shape.size());
+  fmt::print("\n{} shapes:\n  {:<{}}  {:>9}  {:>9}  {:>6}  {}\n", totals.shapes, "shape", width, "evaluated",
+             summary.replayed ? "best (r)" : "best us", "shared", "best config");
+  std::uint64_t tuned = 0;
+  for (const ShapeReport& s : report.shapes) {
+    if (s.best_us) ++tuned;
+    fmt::print("  {:<{}}  {:>9}  {:>9}  {:>6}  {}\n", s.shape, width, s.results.size(),
+               s.best_us ? fmt::format("{:.2f}", *s.best_us) : std::string("-"), s.shared_binaries,
+               s.best_config.value_or("(none valid)"));
+  }
+  fmt::print("range: {} shapes ({} with a best config), {} evaluations in {:.1f} s wall: {}; {} binaries shared "
+             "across shapes (compiled or loaded once)\n",
+             totals.shapes, tuned, totals.evaluated, totals.wall_s, rate_text(totals.configs_per_s),
+             totals.shared_binaries);
+}
+
 void print_sweep_text(const SweepReport& report, const SweepSummary& summary) {
   for (const ShapeReport& s : report.shapes) print_shape_text(s, summary);
   const SweepTotals totals = sweep_totals(report);
+  if (report.shapes.size() > 1) print_range_text(report, totals, summary);
   fmt::print("\nsweep: {} configs in {:.1f} s wall: {}; {} cut early; {} worker replacements; run {} in {}\n",
              totals.evaluated, totals.wall_s, rate_text(totals.configs_per_s), totals.cut,
              report.worker_replacements, report.run_id, summary.database.string());
@@ -308,6 +338,9 @@ void print_compile_text(const SweepReport& report, const CompileSummaryContext& 
       totals.configs, context.arch, report.nvrtc_runs, report.binaries_reused, totals.compiled, totals.failed,
       totals.spilling, report.wall_s, report.compile_threads, totals.compile_seconds,
       compile_rate(report, totals), context.database.string());
+  if (report.shapes.size() > 1)
+    fmt::print("{} shapes; {} binaries shared across shapes (compiled or loaded once)\n", report.shapes.size(),
+               sweep_totals(report).shared_binaries);
 }
 
 void print_compile_json(const SweepReport& report, const CompileSummaryContext& context) {
@@ -320,7 +353,7 @@ void print_compile_json(const SweepReport& report, const CompileSummaryContext& 
     }
     json configs = json::array();
     for (const CandidateReport& c : s.results) configs.push_back(row_json(c));
-    shapes.push_back({{"shape", s.shape}, {"configs", std::move(configs)}});
+    shapes.push_back({{"shape", s.shape}, {"configs", std::move(configs)}, {"shared_binaries", s.shared_binaries}});
   }
   const CompileTotals totals = compile_totals(report);
   json out;
@@ -339,6 +372,7 @@ void print_compile_json(const SweepReport& report, const CompileSummaryContext& 
                    {"spilling", totals.spilling},
                    {"nvrtc_runs", report.nvrtc_runs},
                    {"reused", report.binaries_reused},
+                   {"shared_binaries", sweep_totals(report).shared_binaries},
                    {"database", context.database.string()},
                    {"threads", report.compile_threads},
                    {"compile_seconds", totals.compile_seconds},

@@ -22,7 +22,9 @@
 #include "core/compiler.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/shape_grid.h"
 #include "core/space.h"
+#include "tuner/given_configs.h"
 #include "tuner/measurement_source.h"
 #include "tuner/replay.h"
 #include "tuner/sweep.h"
@@ -31,17 +33,42 @@
 namespace mlatune::cli {
 namespace {
 
-// ---- shapes ---------------------------------------------------------------------
+// ---- shapes and configs ----------------------------------------------------------
+
+bool shapes_listed(const TuneSettings& settings) {
+  return !settings.shapes.empty() || !settings.shapes_files.empty() || !settings.grids.empty();
+}
 
 /// The shapes the dispatcher was asked for and had no tuned entry for.
 std::vector<Shape> missed_shapes(const SearchSpace& space, const TuneSettings& settings) {
-  if (!settings.shapes.empty()) throw InputError("give either --misses or --shape, not both");
+  if (shapes_listed(settings))
+    throw InputError("give either --misses or shapes (--shape, --shapes-file, --grid), not both");
   std::vector<Shape> shapes;
   std::set<std::string> seen;
   Store store = Store::open(settings.database, StoreMode::read_only);
   for (const MissRecord& miss : store.misses())
     if (miss.kernel_name == space.kernel_name() && seen.insert(miss.shape).second)
       shapes.push_back(space.parse_shape(miss.shape));
+  return shapes;
+}
+
+/// --shape, --shapes-file and --grid together, in that order, each shape once.
+std::vector<Shape> listed_shapes(const SearchSpace& space, const TuneSettings& settings) {
+  std::vector<Shape> shapes;
+  std::set<Shape> seen;
+  auto add = [&](Shape shape) {
+    if (seen.insert(shape).second) shapes.push_back(std::move(shape));
+  };
+  for (const std::string& text : settings.shapes) add(shape_option(space, "--shape", text));
+  for (const std::filesystem::path& file : settings.shapes_files)
+    for (Shape& shape : read_shapes_file(space, file)) add(std::move(shape));
+  for (const std::string& grid : settings.grids) {
+    try {
+      for (Shape& shape : grid_shapes(space, grid)) add(std::move(shape));
+    } catch (const InputError& error) {
+      throw InputError("--" + error.message());
+    }
+  }
   return shapes;
 }
 
@@ -55,15 +82,34 @@ std::optional<std::vector<Shape>> shapes_to_tune(const SearchSpace& space, const
                  settings.database.string());
       return std::nullopt;
     }
-  } else if (settings.shapes.empty()) {
+  } else if (!shapes_listed(settings)) {
     shapes = space.default_shapes();
   } else {
-    for (const std::string& text : settings.shapes) shapes.push_back(shape_option(space, "--shape", text));
+    shapes = listed_shapes(space, settings);
   }
   if (shapes.empty())
     throw InputError(SourceLocation{space.file_name()}, "the space has no default shapes; give one with --shape");
   return shapes;
 }
+
+/// The configs of --configs-file, or nothing (search).  Lines that are not
+/// configs of this space are reported on stderr and skipped.
+std::optional<GivenConfigs> given_configs(const SearchSpace& space, const TuneSettings& settings) {
+  if (settings.configs_file.empty()) return std::nullopt;
+  ConfigsFile file = read_configs_file(space, settings.configs_file);
+  for (const std::string& rejected : file.rejected) fmt::print(stderr, "mlatune: skipped {}\n", rejected);
+  if (file.configs.empty())
+    throw InputError(SourceLocation{settings.configs_file.string()},
+                     fmt::format("no config of {} in the file (one per line, e.g. {})", space.kernel_name(),
+                                 space.config_string(space.default_config())));
+  return GivenConfigs{std::move(file.configs), {}};
+}
+
+/// What a tune evaluates: its shapes and, unless it searches, its configs.
+struct TunePlan {
+  std::vector<Shape> shapes;
+  std::optional<GivenConfigs> given;
+};
 
 // ---- replay ---------------------------------------------------------------------
 
@@ -133,9 +179,10 @@ const char* const strategy_needs_timing =
     "a strategy chooses what to time next from the times so far, and compiling times nothing; "
     "use --max-evals N to compile a uniform random subset";
 
-SweepOptions sweep_options(const TuneSettings& settings, std::vector<Shape> shapes, const std::string& arch) {
+SweepOptions sweep_options(const TuneSettings& settings, TunePlan plan, const std::string& arch) {
   SweepOptions sweep;
-  sweep.shapes = std::move(shapes);
+  sweep.shapes = std::move(plan.shapes);
+  sweep.given = std::move(plan.given);
   sweep.arch = arch;
   sweep.jobs = settings.jobs;
   sweep.strategy = settings.strategy;
@@ -216,7 +263,7 @@ void sweep_and_report(const SearchSpace& space, const TuneSettings& settings, Sw
 }
 
 /// Measurements from a recorded sweep: no GPU, no compilation.
-void replay_sweep(const SearchSpace& space, const TuneSettings& settings, std::vector<Shape> shapes) {
+void replay_sweep(const SearchSpace& space, const TuneSettings& settings, TunePlan plan) {
   const std::string arch = settings.arch.empty() ? "sm_90" : settings.arch;
   ReplayData data = load_replay(settings.replay, settings.database, space);
   const std::string name = replay_name(settings.replay, settings.database);
@@ -224,7 +271,7 @@ void replay_sweep(const SearchSpace& space, const TuneSettings& settings, std::v
   replayed.name = "replay of " + name;
   replayed.arch = arch;
   std::unique_ptr<MeasurementSource> source = replayed_measurements(data, name);
-  sweep_and_report(space, settings, sweep_options(settings, std::move(shapes), arch), *source, replayed, true);
+  sweep_and_report(space, settings, sweep_options(settings, std::move(plan), arch), *source, replayed, true);
 }
 
 /// Whether a GPU is there, as a worker process sees it: the tuner never
@@ -249,15 +296,16 @@ GpuCheck check_gpu(const TuneSettings& settings) {
 }
 
 /// Compiles every candidate, prints resources; InputError when none compiled.
-void compile_and_report(const SearchSpace& space, const TuneSettings& settings, std::vector<Shape> shapes,
+void compile_and_report(const SearchSpace& space, const TuneSettings& settings, TunePlan plan,
                         const std::string& arch, const GpuCheck& gpu, std::vector<std::string> notes) {
   // The compile sweep proposes in enumeration order, or a seeded random
   // subset with --max-evals: neither adapts.
+  std::vector<Shape> shapes = plan.shapes;
   if (settings.shard) notes.push_back(shard_note(space, settings, shapes,
                                                parse_strategy_kind(settings.max_evals ? "random" : "brute_force")));
   for (const std::string& note : notes) fmt::print(stderr, "mlatune: {}\n", note);
   const std::optional<SearchSpace> candidates = restricted_space(space, settings);
-  SweepOptions sweep = sweep_options(settings, shapes, arch);
+  SweepOptions sweep = sweep_options(settings, std::move(plan), arch);
   if (candidates) sweep.candidates = &*candidates;
   SweepReport report = run_compile_sweep(space, settings.database, sweep);
   CompileSummaryContext context{&space, std::move(shapes), arch,          nvrtc_version(),
@@ -272,53 +320,73 @@ void compile_and_report(const SearchSpace& space, const TuneSettings& settings, 
                      "no config compiled; the first failure is shown above");
 }
 
-}  // namespace
+/// The architecture to compile for: --arch, else the GPU's, else sm_90 (said
+/// in `notes` for a compile-only run).
+std::string target_arch(const TuneSettings& settings, const GpuCheck& gpu, std::vector<std::string>& notes) {
+  if (!settings.arch.empty()) return settings.arch;
+  if (gpu.device) return parse_architecture(gpu.device->arch);
+  if (settings.compile_only)
+    notes.push_back(fmt::format("no GPU found ({}); compiling for sm_90 (choose with --arch)", gpu.why_not));
+  return "sm_90";
+}
 
-void run_tune(const TuneSettings& settings) {
+/// Options that contradict each other, before anything is loaded or run.
+void check_combination(const TuneSettings& settings) {
   if (settings.compile_only && settings.strategy_given && settings.replay.empty())
     throw InputError(fmt::format("--strategy {} cannot be used with --compile-only: {}",
                                  to_string(settings.strategy), strategy_needs_timing));
   check_shard(settings);
+  if (settings.strategy_given && !settings.configs_file.empty())
+    throw InputError(fmt::format("--strategy {} cannot be used with --configs-file: the file says which configs "
+                                 "to evaluate, so there is nothing to search",
+                                 to_string(settings.strategy)));
+}
+
+/// Times the plan on the GPU the worker found.
+void gpu_sweep(const SearchSpace& space, const TuneSettings& settings, TunePlan plan, const std::string& arch,
+               GpuCheck& gpu) {
+  if (gpu.device->arch != arch)
+    throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
+                                 "architecture (use --compile-only to compile for another one)",
+                                 arch, gpu.device->name, gpu.device->arch));
+  std::unique_ptr<MeasurementSource> source = gpu_measurements(
+      space, settings.space_file, {settings.database, arch, settings.jobs}, settings.timing, *gpu.worker);
+  sweep_and_report(space, settings, sweep_options(settings, std::move(plan), arch), *source, *gpu.device, false);
+}
+
+/// Without a GPU a tune only compiles; a strategy, which needs times, cannot run.
+std::string no_gpu_note(const TuneSettings& settings, const GpuCheck& gpu, const std::string& arch) {
+  if (settings.strategy_given)
+    throw EnvironmentError(fmt::format("no GPU present ({}), so nothing can be timed: --strategy {} needs "
+                                       "timing ({})",
+                                       gpu.why_not, to_string(settings.strategy), strategy_needs_timing));
+  return fmt::format("no GPU present ({}): compiling {} for {} only; nothing is timed", gpu.why_not,
+                     settings.max_evals ? fmt::format("at most {} candidates a shape", *settings.max_evals)
+                                        : std::string("every candidate"),
+                     arch);
+}
+
+}  // namespace
+
+void run_tune(const TuneSettings& settings) {
+  check_combination(settings);
   SearchSpace space = SearchSpace::load(settings.space_file);
   check_where(space, settings);
   std::optional<std::vector<Shape>> shapes = shapes_to_tune(space, settings);
   if (!shapes) return;
-  if (!settings.replay.empty()) return replay_sweep(space, settings, std::move(*shapes));
+  TunePlan plan{std::move(*shapes), given_configs(space, settings)};
+  if (!settings.replay.empty()) return replay_sweep(space, settings, std::move(plan));
 
   GpuCheck gpu = check_gpu(settings);
   std::vector<std::string> notes;
-  std::string arch = settings.arch;
-  if (arch.empty() && gpu.device) arch = parse_architecture(gpu.device->arch);
-  if (arch.empty()) {
-    arch = "sm_90";
-    if (settings.compile_only)
-      notes.push_back(fmt::format("no GPU found ({}); compiling for sm_90 (choose with --arch)", gpu.why_not));
-  }
+  const std::string arch = target_arch(settings, gpu, notes);
   if (!settings.compile_only) {
-    if (gpu.device) {
-      if (gpu.device->arch != arch)
-        throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
-                                     "architecture (use --compile-only to compile for another one)",
-                                     arch, gpu.device->name, gpu.device->arch));
-      std::unique_ptr<MeasurementSource> source = gpu_measurements(
-          space, settings.space_file, {settings.database, arch, settings.jobs}, settings.timing, *gpu.worker);
-      sweep_and_report(space, settings, sweep_options(settings, std::move(*shapes), arch), *source, *gpu.device,
-                       false);
-      return;
-    }
-    if (settings.strategy_given)
-      throw EnvironmentError(fmt::format("no GPU present ({}), so nothing can be timed: --strategy {} needs "
-                                         "timing ({})",
-                                         gpu.why_not, to_string(settings.strategy), strategy_needs_timing));
-    notes.push_back(fmt::format("no GPU present ({}): compiling {} for {} only; nothing is timed", gpu.why_not,
-                                settings.max_evals
-                                    ? fmt::format("at most {} candidates a shape", *settings.max_evals)
-                                    : std::string("every candidate"),
-                                arch));
+    if (gpu.device) return gpu_sweep(space, settings, std::move(plan), arch, gpu);
+    notes.push_back(no_gpu_note(settings, gpu, arch));
   }
   // Nothing runs on a GPU from here on: the worker goes now, not at the end.
   gpu.worker.reset();
-  compile_and_report(space, settings, std::move(*shapes), arch, gpu, std::move(notes));
+  compile_and_report(space, settings, std::move(plan), arch, gpu, std::move(notes));
 }
 
 }  // namespace mlatune::cli

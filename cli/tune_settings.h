@@ -17,10 +17,16 @@ namespace mlatune::cli {
 struct TuneSettings {
   std::filesystem::path space_file;
   std::filesystem::path database;
-  /// Shapes as given (parsed against the space once it is loaded); empty:
-  /// the space's default shapes.
+  /// Shapes as given (parsed against the space once it is loaded): --shape,
+  /// --shapes-file and --grid together, in that order, each shape once; all
+  /// empty: the space's default shapes.
   std::vector<std::string> shapes;
+  std::vector<std::filesystem::path> shapes_files;
+  std::vector<std::string> grids;      // core/shape_grid.h's syntax
   bool misses = false;                 // tune the shapes the dispatcher missed instead
+  /// Evaluate exactly the configs of this file at every shape instead of
+  /// searching; empty: search with `strategy`.
+  std::filesystem::path configs_file;
   bool compile_only = false;
   std::string arch;                    // canonical ("sm_90"); empty: the GPU's, else sm_90
   bool json = false;

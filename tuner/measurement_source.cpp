@@ -63,10 +63,24 @@ class CompileStage {
     auto wait_start = Clock::now();
     const CompileResult& result = compiled.get();
     report.compile_wait_s += seconds_since(wait_start);
-    // Configs that compile to the same binary (or a shape that reuses one)
-    // share one compilation.
-    if (timed_binaries_.insert(result.key().hash).second) report.nvrtc_s += result.compile_seconds();
+    count_binary(result, report);
     return compiled;
+  }
+
+  // Configs that compile to the same binary (or a shape that reuses one)
+  // share one compilation: its NVRTC time counts once, at the first shape
+  // that used it; a later shape counts it as shared.  (The pool keys its
+  // results by BinaryKey, a hash of the definitions, so equal keys at two
+  // shapes are one compilation.)
+  void count_binary(const CompileResult& result, ShapeReport& report) {
+    const std::string& key = result.key().hash;
+    auto [first, inserted] = first_shape_.emplace(key, report.shape);
+    if (inserted) {
+      report.nvrtc_s += result.compile_seconds();
+      return;
+    }
+    if (result.ok() && first->second != report.shape && counted_shared_.insert({key, report.shape}).second)
+      ++report.shared_binaries;
   }
 
   void add_totals(SweepReport& report) const {
@@ -86,7 +100,8 @@ class CompileStage {
   StoreBinaryCache binary_cache_;
   CompilePool pool_;
   std::deque<Queued> queue_;
-  std::set<std::string> timed_binaries_;
+  std::map<std::string, std::string> first_shape_;              // binary key -> the shape that first used it
+  std::set<std::pair<std::string, std::string>> counted_shared_;  // (key, later shape) already counted
 };
 
 class GpuSource final : public MeasurementSource {

@@ -77,6 +77,7 @@ class Sweep {
     std::deque<Config> in_flight;  // prepared, not yet measured
   };
 
+  void plan_shape(ShapeRun& run);
   std::optional<Config> next_config(ShapeRun& run);
   bool splits_configs() const;
   void refill(ShapeRun& run);
@@ -116,11 +117,7 @@ ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
   ShapeRun run;
   run.shape = shape;
   run.index = shape_index;
-  run.default_offered = !plan_.default_first;
-  run.report.shape = space_.shape_string(shape);
-  run.report.valid_configs = subspace_.count(shape);
-  run.budget = options_.max_evals.value_or(run.report.valid_configs);
-  run.strategy = make_strategy(options_.strategy, subspace_, shape, strategy_seed(seed_, run.report.shape));
+  plan_shape(run);
   run.earlier = journal_.earlier(run.report.shape);
   refill(run);
   announce(run);
@@ -135,6 +132,22 @@ ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
   journal_.look_up_best(run.report);
   run.report.wall_s = seconds_since(run.start);
   return std::move(run.report);
+}
+
+// What to evaluate at the shape: the strategy's search (the default config
+// first, when the plan says so) within --max-evals, or the given configs.
+void Sweep::plan_shape(ShapeRun& run) {
+  run.report.shape = space_.shape_string(run.shape);
+  run.report.valid_configs = subspace_.count(run.shape);
+  run.budget = options_.max_evals.value_or(run.report.valid_configs);
+  run.default_offered = !plan_.default_first || options_.given;
+  if (!options_.given) {
+    run.strategy = make_strategy(options_.strategy, subspace_, run.shape, strategy_seed(seed_, run.report.shape));
+    return;
+  }
+  const std::vector<Config> given = options_.given->at(run.shape);
+  run.strategy = given_configs_strategy(space_, subspace_, run.shape, given, run.report.skipped);
+  run.budget = std::min<std::uint64_t>(run.budget, given.size() - run.report.skipped.size());
 }
 
 // The next config to evaluate: the space's default first (when the plan says
@@ -194,9 +207,11 @@ void Sweep::announce(const ShapeRun& run) {
   progress_ = SweepProgress{};
   progress_.shape = run.report.shape;
   progress_.total = expected_total(run);
-  say(fmt::format("{}: {} valid configs, strategy {}, budget {}, {} already in the database",
-                  run.report.shape, run.report.valid_configs, to_string(options_.strategy), run.budget,
-                  run.report.already_measured));
+  say(fmt::format("{}: {} valid configs, {}, budget {}, {} already in the database", run.report.shape,
+                  run.report.valid_configs,
+                  options_.given ? fmt::format("given configs ({} skipped: invalid here)", run.report.skipped.size())
+                                 : fmt::format("strategy {}", to_string(options_.strategy)),
+                  run.budget, run.report.already_measured));
 }
 
 void Sweep::measure_next(ShapeRun& run) {
@@ -327,8 +342,10 @@ SweepReport run_compile_sweep(const SearchSpace& space, const std::filesystem::p
 
 SweepTotals sweep_totals(const SweepReport& report) {
   SweepTotals t;
+  t.shapes = report.shapes.size();
   for (const ShapeReport& s : report.shapes) {
     t.evaluated += s.results.size();
+    t.shared_binaries += s.shared_binaries;
     t.cut += static_cast<std::uint64_t>(std::max(0, s.cut));
     t.gpu_s += s.gpu_s;
     t.compile_wait_s += s.compile_wait_s;

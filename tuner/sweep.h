@@ -16,6 +16,7 @@
 
 #include "core/device.h"
 #include "core/space.h"
+#include "tuner/given_configs.h"
 #include "tuner/measurement_source.h"
 #include "tuner/shard.h"
 #include "tuner/strategy.h"
@@ -55,6 +56,11 @@ struct SweepOptions {
   /// all of it.  With a seeded strategy that does not adapt, every shard must
   /// be given the same seed.
   std::optional<Shard> shard;
+  /// Evaluate exactly these configs instead of searching (`tune
+  /// --configs-file`, `cache revalidate`): no strategy, no default config
+  /// first; those invalid at a shape are skipped (ShapeReport::skipped);
+  /// `max_evals` still caps each shape.  Unset: search with `strategy`.
+  std::optional<GivenConfigs> given;
   /// Called when a shape starts and after every candidate.
   std::function<void(const SweepProgress&)> progress;
 };

@@ -37,7 +37,7 @@ class StoreJournal final : public Journal {
     run.toolchain_id = toolchain_id_ = store_.ensure_toolchain(toolchain_);
     run.space_path = std::filesystem::absolute(space_file).string();
     run.space_text = space.text();
-    run.strategy = std::string(to_string(options.strategy));
+    run.strategy = options.given ? std::string("given_configs") : std::string(to_string(options.strategy));
     run.strategy_settings = settings_text(options, source, seed);
     run_id_ = store_.begin_run(run);
   }

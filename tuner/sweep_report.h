@@ -13,6 +13,7 @@
 #include "core/outcome.h"
 #include "core/resource_usage.h"
 #include "tuner/evaluator.h"
+#include "tuner/given_configs.h"
 #include "tuner/timing.h"
 #include "tuner/worker/messages.h"
 
@@ -80,6 +81,12 @@ struct ShapeReport {
   /// with an earlier shape, or loaded from the database, counts nothing):
   /// thread time summed over the compile pool, not wall time.
   double nvrtc_s = 0;
+  /// Binaries (successful compilations) this shape used that an earlier
+  /// shape of the same sweep had already compiled or loaded: shapes whose
+  /// compiled-in variables agree share one binary, compiled once.
+  std::uint64_t shared_binaries = 0;
+  /// Given configs (SweepOptions::given) that cannot run at this shape.
+  std::vector<SkippedConfig> skipped;
 };
 
 struct SweepReport {
@@ -100,6 +107,8 @@ struct SweepReport {
 struct SweepTotals {
   std::uint64_t evaluated = 0;  // candidates evaluated now, every outcome
   std::uint64_t cut = 0;        // of those, timed with an early cut
+  std::uint64_t shapes = 0;
+  std::uint64_t shared_binaries = 0;  // summed over shapes: ShapeReport::shared_binaries
   double wall_s = 0;            // the whole sweep, end to end
   double gpu_s = 0;             // waiting on the GPU worker
   double compile_wait_s = 0;    // the GPU side idle, waiting for a compilation

@@ -1,0 +1,197 @@
+// mlatune cache export-best / import / revalidate: best configs that travel
+// between databases and devices (cache/portable_configs.h; the file format is
+// docs/portable-configs.md).  Export and import need no GPU; revalidate
+// measures the configs of other devices and toolchains on this one.
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cache/portable_configs.h"
+#include "cache/store.h"
+#include "cli/commands.h"
+#include "cli/option_checks.h"
+#include "cli/tune_report.h"
+#include "core/compiler.h"
+#include "core/error.h"
+#include "core/space.h"
+#include "tuner/measurement_source.h"
+#include "tuner/revalidation.h"
+#include "tuner/sweep.h"
+#include "tuner/worker/client.h"
+
+namespace mlatune::cli {
+namespace {
+
+struct PortableOptions {
+  std::string output;
+  std::string kernel;
+  std::string file;
+  std::string space;
+  bool skip_other_versions = false;
+  bool quiet = false;
+  bool json = false;
+  unsigned jobs = 0;
+};
+
+std::string device_text(const DeviceIdentity& d) {
+  return fmt::format("{} ({}, {} SMs, {:.0f} GiB, driver {})", d.name, d.arch, d.sm_count,
+                     static_cast<double>(d.memory_bytes) / (1 << 30), d.driver_version);
+}
+
+std::string toolchain_text(const ToolchainInfo& t) {
+  return fmt::format("NVRTC {}, mlatune {}", t.nvrtc_version, t.mlatune_version);
+}
+
+/// Entries per device and toolchain, as "N on DEVICE with TOOLCHAIN" lines.
+std::vector<std::string> origin_lines(const std::vector<PortableEntry>& entries) {
+  std::map<std::string, int> counts;
+  for (const PortableEntry& e : entries)
+    ++counts[fmt::format("{} with {}", device_text(e.device), toolchain_text(e.toolchain))];
+  std::vector<std::string> lines;
+  for (const auto& [origin, n] : counts) lines.push_back(fmt::format("{} on {}", n, origin));
+  return lines;
+}
+
+// ---- export-best ------------------------------------------------------------------
+
+void export_best(const std::string& db, const PortableOptions& o) {
+  Store store = Store::open(database_path(db), StoreMode::read_only);
+  PortableConfigs configs;
+  configs.entries = store.export_best(o.kernel);
+  if (configs.entries.empty())
+    throw InputError(fmt::format("no best entries{} in {}: nothing to export",
+                                 o.kernel.empty() ? "" : " of kernel " + o.kernel, store.path().string()));
+  write_portable_file(o.output, configs);
+  std::set<std::string> kernels;
+  for (const PortableEntry& e : configs.entries) kernels.insert(e.kernel.name);
+  fmt::print("wrote {} best config(s) of {} kernel(s) to {} (no binaries):\n", configs.entries.size(),
+             kernels.size(), o.output);
+  for (const std::string& line : origin_lines(configs.entries)) fmt::print("  {}\n", line);
+}
+
+// ---- import -----------------------------------------------------------------------
+
+void import_file(const std::string& db, const PortableOptions& o) {
+  const SearchSpace space = SearchSpace::load(o.space);
+  const PortableConfigs configs = read_portable_file(o.file);
+  const KernelInfo current{space.kernel_name(), space.template_hash(), space.definition_hash()};
+  const std::vector<PortableEntry> entries = entries_for(configs, current, o.file, o.skip_other_versions);
+  Store store = Store::open(database_path(db), StoreMode::read_write);
+  const ImportCounts counts = store.import_best(entries, std::filesystem::absolute(o.file).string());
+  fmt::print("imported {} into {}: {} entr(ies) of {} added, {} already there; {} best entr(ies) changed\n", o.file,
+             store.path().string(), counts.added, space.kernel_name(), counts.present, counts.best_changed);
+  for (const std::string& line : origin_lines(entries)) fmt::print("  {}\n", line);
+  if (const std::size_t others = configs.entries.size() - entries.size(); others > 0)
+    fmt::print("  {} entr(ies) of other kernels or kernel versions not imported\n", others);
+  fmt::print("the dispatcher uses an entry as tuned only on the device and toolchain it names (elsewhere as "
+             "guidance); `mlatune cache revalidate --space {}` measures the others on this GPU\n",
+             o.space);
+}
+
+// ---- revalidate ---------------------------------------------------------------------
+
+/// This GPU, as the worker process sees it; EnvironmentError without one.
+DeviceInfo gpu_or_fail(Worker& worker) {
+  const DeviceReport report = worker.probe_device();
+  if (!report.usable)
+    throw EnvironmentError(fmt::format("revalidate measures configs on this GPU, and there is none ({})", report.reason));
+  return report.device.info();
+}
+
+/// What became of a foreign config here: its time, its failure, or why it
+/// was not evaluated now.
+std::string result_here(const SweepReport& report, const ForeignEntry& e) {
+  for (const ShapeReport& s : report.shapes) {
+    if (s.shape != e.shape) continue;
+    for (const CandidateReport& c : s.results)
+      if (c.config == e.config)
+        return c.outcome == Outcome::ok && c.timing ? fmt::format("{:.2f} us", c.timing->median_us)
+                                                    : std::string(to_string(c.outcome));
+    for (const SkippedConfig& k : s.skipped)
+      if (k.config == e.config) return "invalid here (" + k.reason + ")";
+  }
+  return "measured here earlier";
+}
+
+void print_revalidation(const RevalidationPlan& plan, const SweepReport& report) {
+  fmt::print("\nrevalidated {} foreign best config(s):\n", plan.foreign.size());
+  for (const ForeignEntry& e : plan.foreign)
+    fmt::print("  {}  {}\n    there: {:.2f} us on {} with {}; here: {}\n", e.shape, e.config, e.median_us,
+               device_text(e.device), toolchain_text(e.toolchain), result_here(report, e));
+}
+
+void revalidate(const std::string& db, const PortableOptions& o) {
+  const SearchSpace space = SearchSpace::load(o.space);
+  const std::filesystem::path database = database_path(db);
+  Worker worker;
+  const DeviceInfo device = gpu_or_fail(worker);
+  RevalidationPlan plan;
+  {
+    Store store = Store::open(database, StoreMode::read_only);
+    plan = plan_revalidation(store, space, device.identity(), ToolchainInfo::current());
+  }
+  for (const std::string& line : plan.unreadable) fmt::print(stderr, "mlatune: skipped {}\n", line);
+  if (plan.foreign.empty()) {
+    fmt::print("nothing to revalidate: every best entry of {} in {} was measured on this device with this "
+               "toolchain\n",
+               space.kernel_name(), database.string());
+    return;
+  }
+  SweepOptions sweep;
+  sweep.shapes = plan.shapes;
+  sweep.given = plan.given;
+  sweep.arch = parse_architecture(device.arch);
+  sweep.jobs = o.jobs;
+  std::optional<ProgressPrinter> printer;
+  if (!o.quiet) {
+    printer.emplace(::isatty(STDERR_FILENO) == 1);
+    sweep.progress = [&printer](const SweepProgress& p) { printer->update(p); };
+  }
+  SweepReport report = run_sweep(space, o.space, database, &worker, device, sweep);
+  if (printer) printer->finish();
+  const SweepSummary summary{space.kernel_name(), device, database, false, sweep.cutoff_factor,
+                             sweep.timing.cut_min_samples, sweep.timing.budget_ms};
+  print_sweep_text(report, summary);
+  print_revalidation(plan, report);
+}
+
+}  // namespace
+
+void add_portable_commands(CLI::App& cache, std::shared_ptr<const std::string> db) {
+  auto options = std::make_shared<PortableOptions>();
+
+  CLI::App* export_cmd = cache.add_subcommand(
+      "export-best", "Write the best configs as a portable JSON file (docs/portable-configs.md; no binaries)");
+  export_cmd->add_option("--out,-o", options->output, "File to write, e.g. best.json")->required();
+  export_cmd->add_option("--kernel", options->kernel, "Only this kernel (default: every kernel)");
+  export_cmd->callback([options, db] { export_best(*db, *options); });
+
+  CLI::App* import_cmd = cache.add_subcommand(
+      "import", "Add the best configs of a portable file to the database (created if needed); idempotent");
+  import_cmd->add_option("file", options->file, "The file `cache export-best` wrote")->required();
+  import_cmd->add_option("--space", options->space,
+                         "The space file of the kernel to import: entries of another template or definition "
+                         "version are refused")
+      ->required();
+  import_cmd->add_flag("--skip-other-versions", options->skip_other_versions,
+                       "Import the entries of the space's current version and leave the others out");
+  import_cmd->callback([options, db] { import_file(*db, *options); });
+
+  CLI::App* revalidate_cmd = cache.add_subcommand(
+      "revalidate", "Measure on this GPU the best configs of other devices and toolchains (needs a GPU)");
+  revalidate_cmd->add_option("--space", options->space, "The space file of the kernel")->required();
+  revalidate_cmd->add_flag("--quiet,-q", options->quiet, "no progress lines");
+  revalidate_cmd->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
+      ->check(whole_number(0, 1024));
+  revalidate_cmd->callback([options, db] { revalidate(*db, *options); });
+}
+
+}  // namespace mlatune::cli
