@@ -4,6 +4,7 @@
 // Output goes to stdout; diagnostics to stderr.
 #pragma once
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace CLI {
@@ -16,6 +17,10 @@ void add_space_commands(CLI::App& app);  // mlatune space ...  (cli/space_comman
 void add_tune_commands(CLI::App& app);   // mlatune tune ...   (cli/tune_commands.cpp)
 void add_cache_commands(CLI::App& app);  // mlatune cache ...  (cli/cache_commands.cpp)
 void add_run_commands(CLI::App& app);    // mlatune run ...    (cli/run_commands.cpp)
+/// mlatune cache warm / cache regret, added to the `cache` subcommand;
+/// `cache_db` is its --db (given before the subcommand's name).
+void add_warm_command(CLI::App& cache, std::shared_ptr<const std::string> cache_db);    // cli/warm_commands.cpp
+void add_regret_command(CLI::App& cache, std::shared_ptr<const std::string> cache_db);  // cli/regret_commands.cpp
 
 /// The database path: --db if given, else $MLATUNE_DB, else ./mlatune.db.
 std::filesystem::path database_path(const std::string& db_option);
