@@ -20,6 +20,12 @@ median over the repetitions is reported with its spread.  TF32 is off (strict fp
 Every output is checked against a float64 reference (the materialized form computed in
 float64 on the GPU): rel-L2 = ||out - ref|| / ||ref||; above 1e-5, or not finite, is flagged.
 
+`--random-shapes N --seed S` benchmarks N unseen shapes instead (mlatune through its dispatcher
+and sdpa_materialized only), drawn from RANDOM_DISTRIBUTION (see draw_random_shapes); per shape
+it also reports mlatune's choice and the host time of its first call there, and ends with one
+summary line (geomean and worst ratio, shapes where mlatune is slower, largest rel-L2).
+`--dry-run` prints the drawn shapes and exits (no GPU, no torch).
+
 `--self-test` checks the parts that need no GPU (shape parsing, FLOP counts, tables, the
 ctypes binding's error path) and runs where torch, numpy and matplotlib are absent: they
 are imported only when a benchmark runs.
@@ -34,6 +40,8 @@ import dataclasses
 import datetime
 import math
 import os
+import random
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -126,6 +134,137 @@ def absorbed_flops(shape: Shape) -> int:
     """DESIGN.md: B·H·(T(T+1)/2·4R + T·4RD)."""
     B, T, H, D, R = shape.dims()
     return B * H * ((T * (T + 1) // 2) * 4 * R + T * 4 * R * D)
+
+
+# ---------------------------------------------------------------------------------------
+# Unseen shapes (--random-shapes)
+
+RANDOM_DISTRIBUTION = ("B uniform in 1..8; T log-uniform in 1..4096 (T = floor(exp(u)), u uniform in "
+                       "[ln 1, ln 4097)); H uniform in 1..64; D uniform in 8..256 and R uniform in 16..1024 "
+                       "(every residue possible); shapes whose estimated peak memory exceeds the budget, "
+                       "shapes tuned in the database and repeats are drawn again")
+DEFAULT_MEMORY_BUDGET_GIB = 100.0  # of the H200's 141 GB, leaving room for PyTorch's allocator
+
+
+def estimated_peak_bytes(shape: Shape) -> int:
+    """The largest footprint of one shape's run: the float64 reference's three [B,H,T,T] tensors
+    (logits, masked logits, softmax) and its K and V, plus the fp32 inputs, K/V and outputs."""
+    B, T, H, D, R = shape.dims()
+    reference = 3 * B * H * T * T * 8 + 2 * B * T * H * D * 8
+    fp32 = 4 * (B * T * H * D * 4 + B * T * R + 2 * R * H * D)
+    return reference + fp32
+
+
+def tuned_shapes(database: Path) -> set[tuple[int, int, int, int, int]]:
+    """(B,T,H,D,R) of every fused_mla_attention shape with a best entry; empty without a database."""
+    if not database.exists():
+        return set()
+    shapes = set()
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT DISTINCT b.shape FROM best b JOIN kernels k ON k.id = b.kernel_id "
+                          "WHERE k.name = 'fused_mla_attention'").fetchall()
+    for (text,) in rows:
+        values = dict(part.split("=") for part in text.split(","))
+        shapes.add(tuple(int(values[name]) for name in "BTHDR"))
+    return shapes
+
+
+def draw_random_shapes(count: int, seed: int, budget_bytes: float,
+                       exclude: set[tuple[int, int, int, int, int]]) -> list[Shape]:
+    """`count` distinct shapes from RANDOM_DISTRIBUTION, deterministic for a seed."""
+    rng = random.Random(seed)
+    shapes: list[Shape] = []
+    seen = set(exclude)
+    for _ in range(1000 * (count + 1)):
+        if len(shapes) == count:
+            break
+        T = min(4096, int(math.exp(rng.uniform(0.0, math.log(4097)))))
+        dims = (rng.randint(1, 8), max(1, T), rng.randint(1, 64), rng.randint(8, 256), rng.randint(16, 1024))
+        shape = Shape("r" + ",".join(map(str, dims)), *dims)
+        if dims in seen or estimated_peak_bytes(shape) > budget_bytes:
+            continue
+        seen.add(dims)
+        shapes.append(shape)
+    if len(shapes) < count:
+        raise ValueError(f"only {len(shapes)} of {count} shapes fit the memory budget outside the database")
+    return shapes
+
+
+@dataclasses.dataclass
+class RandomResult:
+    """mlatune against SDPA at one unseen shape."""
+
+    shape: Shape
+    choice: str = ""              # mlatune_choice's text: reason, config, why
+    first_call_ms: float = math.nan  # host time of mlatune's first call at the shape
+    first_call_compiles: int = 0
+    mlatune: Optional[Row] = None
+    sdpa: Optional[Row] = None
+
+    @property
+    def reason(self) -> str:
+        return self.choice.split(" ", 1)[0] if self.choice else "unknown"
+
+    @property
+    def ratio(self) -> float:
+        """SDPA's time / mlatune's: above 1, mlatune is faster."""
+        if self.mlatune is None or self.sdpa is None or not (self.mlatune.ok and self.sdpa.ok):
+            return math.nan
+        return self.sdpa.median_us / self.mlatune.median_us
+
+
+def random_summary(results: Sequence[RandomResult]) -> str:
+    """One line: geomean and worst ratio (with its shape and choice), shapes below 1.0, max rel-L2."""
+    ratios = [r for r in results if math.isfinite(r.ratio)]
+    errors = [row.rel_l2 for r in results for row in (r.mlatune, r.sdpa) if row is not None and row.ok]
+    first_calls = sorted(r.first_call_ms for r in results if math.isfinite(r.first_call_ms))
+    if not ratios:
+        return f"random shapes: {len(results)} drawn, no shape with both times"
+    geomean = math.exp(sum(math.log(r.ratio) for r in ratios) / len(ratios))
+    worst = min(ratios, key=lambda r: r.ratio)
+    below = sum(1 for r in ratios if r.ratio < 1.0)
+    max_error = max(errors) if errors else math.nan
+    first = (f"; first call ms median {first_calls[len(first_calls) // 2]:.3f} max {first_calls[-1]:.3f}"
+             if first_calls else "")
+    return (f"random shapes: {len(ratios)} of {len(results)} timed; SDPA/mlatune geomean {geomean:.3f}, "
+            f"worst {worst.ratio:.3f} at {','.join(map(str, worst.shape.dims()))} ({worst.choice}); "
+            f"below 1.0: {below}; max rel-L2 {max_error:.2e}{first}")
+
+
+RANDOM_CSV_COLUMNS = ("B", "T", "H", "D", "R", "reason", "choice", "mlatune_us", "sdpa_us", "ratio_sdpa_over_mlatune",
+                      "mlatune_rel_l2", "sdpa_rel_l2", "first_call_ms", "first_call_compiles", "note")
+
+
+def write_random_csv(results: Sequence[RandomResult], path: Path) -> None:
+    def cell(value: float, spec: str = ".6g") -> str:
+        return format(value, spec) if math.isfinite(value) else ""
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(RANDOM_CSV_COLUMNS)
+        for r in results:
+            notes = "; ".join(row.note for row in (r.mlatune, r.sdpa) if row is not None and row.note)
+            writer.writerow([*r.shape.dims(), r.reason, r.choice,
+                             cell(r.mlatune.median_us if r.mlatune else math.nan),
+                             cell(r.sdpa.median_us if r.sdpa else math.nan), cell(r.ratio, ".4f"),
+                             cell(r.mlatune.rel_l2 if r.mlatune else math.nan, ".3e"),
+                             cell(r.sdpa.rel_l2 if r.sdpa else math.nan, ".3e"), cell(r.first_call_ms, ".4f"),
+                             r.first_call_compiles, notes])
+
+
+def format_random_report(results: Sequence[RandomResult], method: str, environment: str) -> str:
+    lines = ["# mlatune vs SDPA on materialized K/V at unseen shapes", "", f"Environment: {environment}", "",
+             f"Shapes: {RANDOM_DISTRIBUTION}.", "", f"Method: {method}", "",
+             "| B,T,H,D,R | choice | mlatune µs | SDPA µs | SDPA / mlatune | rel-L2 mlatune | rel-L2 SDPA "
+             "| first call ms |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {','.join(map(str, r.shape.dims()))} | {r.choice.replace('|', '/')} "
+                     f"| {_number(r.mlatune.median_us if r.mlatune else math.nan, '.1f')} "
+                     f"| {_number(r.sdpa.median_us if r.sdpa else math.nan, '.1f')} | {_number(r.ratio, '.2f')} "
+                     f"| {_error_text(r.mlatune) if r.mlatune else 'n/a'} | {_error_text(r.sdpa) if r.sdpa else 'n/a'} "
+                     f"| {_number(r.first_call_ms, '.3f')} |")
+    return "\n".join(lines + ["", random_summary(results)]) + "\n"
 
 
 # ---------------------------------------------------------------------------------------
@@ -696,6 +835,98 @@ def run_benchmark(args) -> int:
     return 0
 
 
+def first_call(mlatune: Mlatune, inputs, out, stream_handle: int) -> tuple[float, int]:
+    """Host ms of mlatune's first call at a shape (choice, binary load or compile, enqueue), and
+    the NVRTC compilations it ran; the GPU is idle before, and the call's work is waited for after,
+    outside the timed region."""
+    import torch
+
+    torch.cuda.synchronize()
+    compiles = mlatune.compile_count()
+    started = time.perf_counter()
+    mlatune.attention(*inputs, out, stream_handle)
+    host_ms = (time.perf_counter() - started) * 1e3
+    torch.cuda.synchronize()
+    return host_ms, mlatune.compile_count() - compiles
+
+
+def random_shape_result(shape: Shape, index: int, args, timer: Timer, mlatune: Optional[Mlatune],
+                        mlatune_failure: str) -> RandomResult:
+    import torch
+
+    inputs = make_inputs(shape, args.seed + index, args.weights, "cuda")
+    reference = reference_fp64(*inputs)
+    result = RandomResult(shape)
+    if mlatune is None:
+        result.mlatune = Row(shape, "mlatune", "failed", note=mlatune_failure)
+    else:
+        out = torch.empty_like(inputs[0])
+        stream_handle = timer.stream.cuda_stream
+        try:
+            result.choice = mlatune.choice(shape)
+            result.first_call_ms, result.first_call_compiles = first_call(mlatune, inputs, out, stream_handle)
+        except MlatuneError as e:
+            result.choice = result.choice or f"unknown ({e})"
+
+        def run_mlatune():
+            mlatune.attention(*inputs, out, stream_handle)
+            return out
+
+        result.mlatune = measure(shape, "mlatune", run_mlatune, reference, timer, args.warmup,
+                                 poison=lambda: out.fill_(float("nan")))
+    result.sdpa = measure(shape, "sdpa_materialized", lambda: materialized_sdpa(*inputs), reference, timer,
+                          args.warmup)
+    del inputs, reference
+    torch.cuda.empty_cache()
+    return result
+
+
+def run_random_benchmark(args) -> int:
+    try:
+        torch = load_torch()
+    except ImportError as e:
+        print(f"error: PyTorch is needed for the benchmark ({e}); --dry-run runs without it", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("error: no CUDA GPU visible to PyTorch", file=sys.stderr)
+        return 1
+    mlatune, mlatune_failure = None, ""
+    try:
+        mlatune = Mlatune(args.lib, args.db, args.space)
+    except MlatuneError as e:
+        mlatune_failure = str(e)
+        print(f"mlatune unavailable, SDPA only: {e}", file=sys.stderr)
+    environment = environment_text(torch)
+    print(f"# {environment}\n# shapes: {RANDOM_DISTRIBUTION} (seed {args.seed})")
+    stream = torch.cuda.Stream()
+    results: list[RandomResult] = []
+    with torch.cuda.stream(stream):
+        timer = Timer(stream, torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda"), args.busy_cycles,
+                      args.reps, args.budget_s)
+        method = (timer.method(args.warmup) + f" Inputs: fresh N(0,1) float32 per shape (seed {args.seed} + "
+                  "shape index). First call: host time (perf_counter) of mlatune's first launch at the shape, "
+                  "the GPU idle before it, before any warm-up.")
+        for index, shape in enumerate(args.shapes):
+            try:
+                result = random_shape_result(shape, index, args, timer, mlatune, mlatune_failure)
+            except Exception as e:  # noqa: BLE001 - e.g. the inputs or the reference do not fit
+                failure = f"shape not run: {_failure_text(e)}"
+                result = RandomResult(shape, mlatune=Row(shape, "mlatune", "failed", note=failure),
+                                      sdpa=Row(shape, "sdpa_materialized", "failed", note=failure))
+                torch.cuda.empty_cache()
+            results.append(result)
+            print(f"{','.join(map(str, shape.dims()))}: mlatune {_number(result.mlatune.median_us, '.1f')} µs, "
+                  f"SDPA {_number(result.sdpa.median_us, '.1f')} µs, SDPA/mlatune {_number(result.ratio, '.2f')}, "
+                  f"first call {_number(result.first_call_ms, '.3f')} ms; {result.choice}", flush=True)
+    if mlatune is not None:
+        mlatune.close()
+    print("\n" + random_summary(results))
+    write_random_csv(results, args.out_dir / f"{args.stem}.csv")
+    (args.out_dir / f"{args.stem}.md").write_text(format_random_report(results, method, environment))
+    print(f"wrote {args.out_dir / (args.stem + '.csv')}, {args.out_dir / (args.stem + '.md')}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------
 # --self-test: everything above that needs no GPU
 
@@ -810,6 +1041,40 @@ def self_test(library: Optional[Path]) -> int:
         except MlatuneError as e:
             check(str(e).startswith("dlopen: ENVIRONMENT:"), f"missing library error: {e}")
 
+    # Unseen shapes: deterministic per seed, inside the distribution's bounds, never a tuned
+    # shape, never over the budget; a summary of synthetic results.
+    drawn = draw_random_shapes(200, 7, DEFAULT_MEMORY_BUDGET_GIB * 2**30, set())
+    check(drawn == draw_random_shapes(200, 7, DEFAULT_MEMORY_BUDGET_GIB * 2**30, set()), "same seed, same shapes")
+    check(drawn != draw_random_shapes(200, 8, DEFAULT_MEMORY_BUDGET_GIB * 2**30, set()), "seeds differ")
+    check(len(set(s.dims() for s in drawn)) == 200, "drawn shapes are distinct")
+    check(all(1 <= s.B <= 8 and 1 <= s.T <= 4096 and 1 <= s.H <= 64 and 8 <= s.D <= 256 and 16 <= s.R <= 1024
+              for s in drawn), "drawn shapes within the bounds")
+    check(sum(1 for s in drawn if s.T <= 64) > 60, "T is log-uniform: about half of the draws at T <= 64")
+    check(any(s.D % 4 and s.R % 4 for s in drawn), "residues of D and R are arbitrary")
+    small_budget = 2**30
+    check(all(estimated_peak_bytes(s) <= small_budget for s in draw_random_shapes(50, 1, small_budget, set())),
+          "the memory budget is respected")
+    excluded = {s.dims() for s in drawn[:10]}
+    check(not excluded & {s.dims() for s in draw_random_shapes(200, 7, DEFAULT_MEMORY_BUDGET_GIB * 2**30, excluded)},
+          "shapes in the database are never drawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        db_path = Path(tmp) / "tuned.db"
+        with sqlite3.connect(db_path) as db:
+            db.execute("CREATE TABLE kernels(id INTEGER PRIMARY KEY, name TEXT)")
+            db.execute("CREATE TABLE best(kernel_id INTEGER, shape TEXT)")
+            db.execute("INSERT INTO kernels VALUES (1, 'fused_mla_attention'), (2, 'rms_norm')")
+            db.execute("INSERT INTO best VALUES (1, 'B=2,T=32,H=4,D=16,R=24'), (2, 'ROWS=4,COLS=8')")
+        check(tuned_shapes(db_path) == {(2, 32, 4, 16, 24)}, f"tuned shapes {tuned_shapes(db_path)}")
+    s_a, s_b = Shape("a", 1, 2, 3, 8, 16), Shape("b", 2, 2, 3, 8, 16)
+    results = [RandomResult(s_a, "nearest X (why)", 0.5, 0, timed_row(s_a, "mlatune", [10.0] * 5, 1e-7),
+                            timed_row(s_a, "sdpa_materialized", [40.0] * 5, 2e-7)),
+               RandomResult(s_b, "default Y (why)", 3.0, 1, timed_row(s_b, "mlatune", [20.0] * 5, 3e-6),
+                            timed_row(s_b, "sdpa_materialized", [10.0] * 5, 1e-7))]
+    summary = random_summary(results)
+    check("geomean 1.414" in summary and "worst 0.500 at 2,2,3,8,16 (default Y (why))" in summary
+          and "below 1.0: 1" in summary and "max rel-L2 3.00e-06" in summary, summary)
+    check("first call ms median 3.000 max 3.000" in summary, summary)
+
     for name in ("torch", "numpy", "matplotlib"):
         check(name not in sys.modules, f"{name} was imported by the self-test")
 
@@ -849,6 +1114,15 @@ def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
                         help="where the CSV, markdown and PNG go")
     parser.add_argument("--stem", default="side_by_side", help="their file name without extension")
     parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile")
+    parser.add_argument("--random-shapes", type=_positive_int, metavar="N",
+                        help="benchmark N unseen shapes instead of --shapes (mlatune and SDPA only), drawn with "
+                             "--seed from: " + RANDOM_DISTRIBUTION)
+    parser.add_argument("--memory-budget-gib", type=float, default=DEFAULT_MEMORY_BUDGET_GIB,
+                        help="--random-shapes: largest estimated peak memory of a shape (float64 reference's "
+                             "three B*H*T*T tensors and K/V plus the fp32 tensors), GiB")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="--random-shapes: print the drawn shapes and exit (no GPU, no torch)")
+    parser.add_argument("--out", type=Path, dest="out_dir", help="same as --out-dir")
     parser.add_argument("--self-test", action="store_true",
                         help="check the GPU-free parts and exit (with --lib: also the ctypes binding)")
     return parser.parse_args(argv)
@@ -874,7 +1148,22 @@ def main(argv: Sequence[str]) -> int:
         return self_test(args.lib)
     if args.lib is None:
         args.lib = REPO_ROOT / "build" / "libmlatune_c.so"
-    return run_benchmark(args)
+    if args.random_shapes is None:
+        return run_benchmark(args)
+    if args.stem == "side_by_side":
+        args.stem = "random_shapes"
+    try:
+        args.shapes = draw_random_shapes(args.random_shapes, args.seed, args.memory_budget_gib * 2**30,
+                                         tuned_shapes(args.db))
+    except (ValueError, sqlite3.Error) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for shape in args.shapes:
+            print(",".join(map(str, shape.dims())))
+        print(f"drew {len(args.shapes)} shapes (seed {args.seed}, none tuned in {args.db}): {RANDOM_DISTRIBUTION}")
+        return 0
+    return run_random_benchmark(args)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@
 // store_identities.cpp, store_measurements.cpp (runs, measurements, record),
 // store_best.cpp, store_binaries.cpp, store_misses.cpp, store_maintenance.cpp
 // (stale, prune, vacuum, info), store_merge.cpp, store_portable.cpp (best
-// configs exported and imported: cache/portable_configs.h), and store_sql.h
-// for what they share (the device identity's columns among it).
+// configs exported and imported: cache/portable_configs.h), store_warm.cpp
+// (warm ranges, copies for held-out analyses), and store_sql.h for what they
+// share (the device identity's columns among it).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -209,6 +210,22 @@ struct ImportCounts {
   std::int64_t best_changed = 0;  // best entries added or made faster
 };
 
+/// A box of shapes whose binaries `mlatune cache warm` compiled ahead of time
+/// for one kernel version, architecture and NVRTC.  Kept as text, not by id:
+/// it names no measurement, so pruning a kernel version never trips on it.
+struct WarmRange {
+  std::string kernel_name;
+  std::string template_hash;
+  std::string definition_hash;
+  std::string arch;           // "sm_90"
+  std::string nvrtc_version;  // "13.0"
+  std::string range;          // "B=1..8;T=1..4096;..." as ShapeBox::text() writes it
+  std::int64_t probe_shapes = 0;
+  std::int64_t binaries = 0;  // distinct binaries the dispatcher may choose in the range
+  std::int64_t failed = 0;    // of which did not compile
+  std::string warmed_at;      // set by the store
+};
+
 struct StoreInfo {
   std::filesystem::path path;
   int schema_version = 0;
@@ -295,6 +312,23 @@ class Store {
   /// nothing) on a read-only store: a miss must never fail a launch.
   bool record_miss(std::int64_t kernel_id, std::int64_t device_id, const std::string& shape);
   std::vector<MissRecord> misses();
+
+  // ---- warm ranges (store_warm.cpp) --------------------------------------------------
+  /// Records a warmed range (the table is created on first use: databases
+  /// written before it existed stay readable by every build).
+  void record_warm_range(const WarmRange&);
+  /// Every warmed range, newest first; none on a database without the table.
+  std::vector<WarmRange> warm_ranges();
+
+  // ---- copies for analysis (store_warm.cpp) ---------------------------------------------
+  /// A consistent snapshot of this database written to `target` (VACUUM
+  /// INTO: the write-ahead log's committed contents included).  `target`
+  /// must not exist.
+  void copy_to(const std::filesystem::path& target);
+  /// Removes the best entries of `shapes` for one kernel version, on every
+  /// device and toolchain (measurements stay); returns how many were
+  /// removed.  For held-out analyses on a copy, never on a database in use.
+  std::int64_t remove_best(std::int64_t kernel_id, const std::vector<std::string>& shapes);
 
   // ---- maintenance -----------------------------------------------------------------
   std::vector<StaleEntry> stale(const CurrentVersions&);

@@ -391,6 +391,16 @@ void vacuum(const CacheOptions& o) {
              human_bytes(after.file_bytes + after.wal_bytes));
 }
 
+json warm_ranges_json(const std::vector<WarmRange>& ranges) {
+  json all = json::array();
+  for (const WarmRange& w : ranges)
+    all.push_back({{"kernel", w.kernel_name}, {"template_hash", w.template_hash},
+                   {"definition_hash", w.definition_hash}, {"arch", w.arch}, {"nvrtc_version", w.nvrtc_version},
+                   {"range", w.range}, {"probe_shapes", w.probe_shapes}, {"binaries", w.binaries},
+                   {"failed", w.failed}, {"warmed_at", w.warmed_at}});
+  return all;
+}
+
 void info(const CacheOptions& o) {
   Store store = Store::open(database_path(o.db), StoreMode::read_only);
   StoreInfo i = store.info();
@@ -402,6 +412,7 @@ void info(const CacheOptions& o) {
                 {"runs", i.runs},                 {"measurements", i.measurements},
                 {"best", i.best},                 {"binaries", i.binaries},
                 {"misses", i.misses}};
+    out["warm_ranges"] = warm_ranges_json(store.warm_ranges());
     fmt::print("{}\n", text(out));
     return;
   }
@@ -417,6 +428,9 @@ void info(const CacheOptions& o) {
   fmt::print("best entries    {}\n", i.best);
   fmt::print("binaries        {}\n", i.binaries);
   fmt::print("untuned misses  {}\n", i.misses);
+  for (const WarmRange& w : store.warm_ranges())
+    fmt::print("warm range      {} {} NVRTC {} {}: {} binaries ({} failed), {} probe shapes, {}\n", w.kernel_name,
+               w.arch, w.nvrtc_version, w.range, w.binaries, w.failed, w.probe_shapes, w.warmed_at);
 }
 
 }  // namespace
@@ -472,6 +486,8 @@ void add_cache_commands(CLI::App& app) {
   info_cmd->callback([options] { info(*options); });
 
   add_portable_commands(*cache, std::shared_ptr<const std::string>(options, &options->db));
+  add_warm_command(*cache, std::shared_ptr<const std::string>(options, &options->db));
+  add_regret_command(*cache, std::shared_ptr<const std::string>(options, &options->db));
 }
 
 }  // namespace mlatune::cli

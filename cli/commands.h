@@ -21,6 +21,10 @@ void add_report_commands(CLI::App& app);  // mlatune report    (cli/report_comma
 /// mlatune cache export-best / import / revalidate (cli/portable_commands.cpp),
 /// added to the `cache` command; `db` is its --db option.
 void add_portable_commands(CLI::App& cache, std::shared_ptr<const std::string> db);
+/// mlatune cache warm / cache regret, added to the `cache` subcommand;
+/// `cache_db` is its --db (given before the subcommand's name).
+void add_warm_command(CLI::App& cache, std::shared_ptr<const std::string> cache_db);    // cli/warm_commands.cpp
+void add_regret_command(CLI::App& cache, std::shared_ptr<const std::string> cache_db);  // cli/regret_commands.cpp
 
 /// The database path: --db if given, else $MLATUNE_DB, else ./mlatune.db.
 std::filesystem::path database_path(const std::string& db_option);

@@ -13,3 +13,12 @@ else()
   set_tests_properties(mla_vs_torch_self_test PROPERTIES DISABLED TRUE)
 endif()
 set_tests_properties(mla_vs_torch_self_test PROPERTIES LABELS unit)
+# --random-shapes --dry-run: the unseen-shape draw as the benchmark makes it
+# (seeded, printed, no GPU or torch); the self-test checks its bounds.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME mla_vs_torch_random_shapes_dry_run
+           COMMAND Python3::Interpreter ${CMAKE_SOURCE_DIR}/bench/mla_vs_torch.py --random-shapes 20 --seed 3
+                   --dry-run --db ${CMAKE_BINARY_DIR}/no_such_database.db)
+  set_tests_properties(mla_vs_torch_random_shapes_dry_run PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "^([0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+\n)+drew 20 shapes \\(seed 3")
+endif()
