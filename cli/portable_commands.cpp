@@ -2,6 +2,8 @@
 // between databases and devices (cache/portable_configs.h; the file format is
 // docs/portable-configs.md).  Export and import need no GPU; revalidate
 // measures the configs of other devices and toolchains on this one.
+#include <algorithm>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,7 +64,19 @@ std::vector<std::string> origin_lines(const std::vector<PortableEntry>& entries)
 
 // ---- export-best ------------------------------------------------------------------
 
+// The file replaces whatever --out names: never a database (a slip of
+// `--out mlatune.db` would lose every measurement).
+void check_output(const std::filesystem::path& output) {
+  std::ifstream in(output, std::ios::binary);
+  char header[16] = {};
+  if (in && in.read(header, sizeof header) && std::equal(header, header + 16, "SQLite format 3"))
+    throw InputError(fmt::format("--out {} is an SQLite database, which the export would overwrite; expected "
+                                 "a .json file",
+                                 output.string()));
+}
+
 void export_best(const std::string& db, const PortableOptions& o) {
+  check_output(o.output);
   Store store = Store::open(database_path(db), StoreMode::read_only);
   PortableConfigs configs;
   configs.entries = store.export_best(o.kernel);

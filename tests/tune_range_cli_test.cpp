@@ -234,6 +234,11 @@ TEST_F(TuneRangeCli, BestConfigsTravelToAFreshDatabase) {
     EXPECT_EQ(there[i]["device"], here[i]["device"]);
   }
 
+  Result over_db = run({"cache", "export-best", "--db", db_.string(), "--out", fresh});
+  EXPECT_EQ(over_db.code, 2);
+  EXPECT_TRUE(has(over_db.err, "--out " + fresh + " is an SQLite database, which the export would overwrite"))
+      << over_db.err;
+
   write(dir_ / "other.json", R"({"format": "mlatune-portable-configs", "format_version": 7, "entries": []})");
   Result refused = run({"cache", "import", (dir_ / "other.json").string(), "--space", flagship.string(), "--db", fresh});
   EXPECT_EQ(refused.code, 2);
