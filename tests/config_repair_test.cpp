@@ -149,7 +149,7 @@ TEST(ConfigRepair, AnInvalidLaunchIsRepairedThroughTheLaunchParameters) {
 TEST(ConfigRepair, TheIssuesFirstShapeLosesOnlyFloat4) {
   SearchSpace space = SearchSpace::load(tests_dir.parent_path() / "search_spaces" / "fused_mla_attention.yaml");
   ConfigRepairer repairer(space);
-  // S2's best on the H200 (docs/performance/side_by_side.md).
+  // S0's best on the H200 (docs/performance/side_by_side.md).
   Config tuned = space.parse_config(
       "ALGORITHM=tf32x3,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=32,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
       "KEY_TILE=32,FLOAT4=true,UNROLL=1,STAGE_WEIGHTS=true");
