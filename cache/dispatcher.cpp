@@ -216,12 +216,17 @@ struct Dispatcher::Impl {
     std::vector<Choice> ranked = index->ranked(shape, stand_in_candidates);
     for (const Choice& candidate : ranked) {
       if (!candidate.ok() || candidate.config == p.target.config) continue;
-      KernelSlot* slot = ready_slot(candidate);
-      if (!slot) continue;
       Prepared trial;
-      std::optional<LaunchPlan> plan = plan_for(candidate, shape, trial);
-      if (!plan) continue;
-      ready_kernels(*slot, *plan, candidate, shape, trial);
+      try {
+        KernelSlot* slot = ready_slot(candidate);
+        if (!slot) continue;
+        std::optional<LaunchPlan> plan = plan_for(candidate, shape, trial);
+        if (!plan) continue;
+        ready_kernels(*slot, *plan, candidate, shape, trial);
+      } catch (const Error& e) {  // a stored cubin that does not load: not a stand-in
+        if (log) std::fprintf(stderr, "mlatune dispatch: stand-in %s refused: %s\n", candidate.config_text.c_str(), e.what());
+        continue;
+      }
       if (!trial.error.empty()) continue;  // e.g. a device limit: try the next
       p.launch = std::move(trial.launch);
       p.choice = candidate;
