@@ -28,9 +28,15 @@ int copy_text(const std::string& text, char* buffer, std::size_t size, const cha
 }
 
 std::string choice_text(const Dispatcher& dispatcher, const Shape& shape) {
-  Choice choice = dispatcher.describe(shape).choice;
-  return std::string(to_string(choice.reason)) + " " + (choice.ok() ? choice.config_text : std::string("-")) +
-         " (" + choice.explanation + ")";
+  DispatchDescription d = dispatcher.describe(shape);
+  const Choice& choice = d.choice;
+  std::string text = std::string(to_string(choice.reason)) + " " +
+                     (choice.ok() ? choice.config_text : std::string("-")) + " (" + choice.explanation + ")";
+  if (d.stand_in)
+    text += fmt::format("; running stand-in {} {} {}", to_string(d.stand_in->reason), d.stand_in->config_text,
+                        d.background_error.empty() ? "while the choice compiles in the background"
+                                                   : "(the choice failed to compile: " + d.background_error + ")");
+  return text;
 }
 
 namespace {
@@ -102,6 +108,36 @@ int mlatune_compile_count(const mlatune_dispatcher* dispatcher, unsigned long lo
   return guarded([&] {
     require(dispatcher != nullptr && count != nullptr, "mlatune_compile_count: NULL argument");
     *count = dispatcher->dispatcher->stats().compiles;
+  });
+}
+
+int mlatune_set_compile_mode(mlatune_dispatcher* dispatcher, int mode) {
+  return guarded([&] {
+    require(dispatcher != nullptr, "mlatune_set_compile_mode: dispatcher is NULL");
+    if (mode != MLATUNE_COMPILE_BACKGROUND && mode != MLATUNE_COMPILE_BLOCKING)
+      throw mlatune::InputError(fmt::format("mlatune_set_compile_mode: mode {}; expected "
+                                            "MLATUNE_COMPILE_BACKGROUND (0) or MLATUNE_COMPILE_BLOCKING (1)", mode));
+    dispatcher->dispatcher->set_compile_mode(mode == MLATUNE_COMPILE_BLOCKING ? mlatune::CompileMode::blocking
+                                                                              : mlatune::CompileMode::background);
+  });
+}
+
+int mlatune_wait_compiles(mlatune_dispatcher* dispatcher) {
+  return guarded([&] {
+    require(dispatcher != nullptr, "mlatune_wait_compiles: dispatcher is NULL");
+    dispatcher->dispatcher->wait_compiles();
+  });
+}
+
+int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count,
+                          int* stand_in) {
+  using namespace mlatune::c_api;
+  return guarded([&] {
+    const char* function = "mlatune_runs_stand_in";
+    const mlatune::CallSignature& signature = signature_of(dispatcher, function);
+    require(stand_in != nullptr, "mlatune_runs_stand_in: stand_in is NULL");
+    mlatune::Shape checked = signature.shape(shape_values(shape, shape_count, function));
+    *stand_in = dispatcher->dispatcher->describe(checked).stand_in ? 1 : 0;
   });
 }
 

@@ -53,8 +53,28 @@ void mlatune_close(mlatune_dispatcher* dispatcher);
 const char* mlatune_last_error(const mlatune_dispatcher* dispatcher);
 
 /* NVRTC compilations this dispatcher has done (0 when every binary came
- * from the database). */
+ * from the database), on callers' threads and in the background. */
 int mlatune_compile_count(const mlatune_dispatcher* dispatcher, unsigned long long* count);
+
+/* ---- compiling -------------------------------------------------------------
+ * By default a launch never waits for NVRTC while a binary is ready: where
+ * the chosen config's binary is neither loaded nor in the database, the shape
+ * runs a stand-in (another valid config whose binary is ready) while the
+ * chosen one compiles on a background thread, and switches to it once it is
+ * loaded.  Only a shape with no ready binary at all compiles on the caller's
+ * thread.  MLATUNE_COMPILE_BLOCKING makes every first launch compile its
+ * chosen binary on the caller's thread instead. */
+enum { MLATUNE_COMPILE_BACKGROUND = 0, MLATUNE_COMPILE_BLOCKING = 1 };
+/* Sets the mode for shapes first launched from now on. */
+int mlatune_set_compile_mode(mlatune_dispatcher* dispatcher, int mode);
+/* Blocks until every background compile queued so far has finished and its
+ * shapes have switched to their chosen binary (or kept their stand-in after
+ * a failed compile, which mlatune_choice_for then reports). */
+int mlatune_wait_compiles(mlatune_dispatcher* dispatcher);
+/* Whether the shape currently runs a stand-in (1) or its chosen config (0;
+ * also for a shape not launched yet). */
+int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count,
+                          int* stand_in);
 
 /* ---- what the family takes ------------------------------------------------ */
 
@@ -98,7 +118,10 @@ int mlatune_launch_checked(mlatune_dispatcher* dispatcher, const void* const* bu
                            size_t shape_count, void* stream);
 
 /* Writes "<reason> <config> (<explanation>)" for a shape into buffer, where
- * reason is hit, nearest, default, first_valid or none. */
+ * reason is hit, nearest, repaired, fallback, default, first_valid or none;
+ * a repaired config's explanation says what changed and why ("FLOAT4 true
+ * -> false (constraint '...' fails at D=64,R=131)").  While the shape runs a
+ * stand-in, "; running stand-in <reason> <config> ..." follows. */
 int mlatune_choice_for(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count, char* buffer,
                        size_t size);
 

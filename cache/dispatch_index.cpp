@@ -14,6 +14,8 @@ std::string_view to_string(ChoiceReason reason) {
   switch (reason) {
     case ChoiceReason::hit: return "hit";
     case ChoiceReason::nearest: return "nearest";
+    case ChoiceReason::repaired: return "repaired";
+    case ChoiceReason::fallback: return "fallback";
     case ChoiceReason::default_config: return "default";
     case ChoiceReason::first_valid: return "first_valid";
     case ChoiceReason::none: return "none";
@@ -31,23 +33,35 @@ double shape_distance(const Shape& a, const Shape& b) {
   return d;
 }
 
-// A config can run a shape when every constraint holds and its launch
-// geometry evaluates to positive sizes there.
-std::string rejection(const SearchSpace& space, const Config& config, const Shape& shape) {
-  Validity validity = space.check(config, shape);
-  if (!validity) return "constraint " + validity.failed_constraint;
-  LaunchGeometry geometry = space.geometry(config, shape);
-  if (!geometry.valid()) return "geometry: " + geometry.invalid_reason;
-  return {};
-}
-
 }  // namespace
 
-DispatchIndex::DispatchIndex(const SearchSpace& space, DispatchTarget target)
-    : space_(&space), target_(std::move(target)) {}
+/// The choices collected so far for one shape (each config once, at most
+/// `limit`), and what the selector learnt on the way for the explanations.
+class DispatchIndex::Ranking {
+ public:
+  Ranking(const Shape& s, std::size_t l) : shape(s), limit(l) {}
+  const Shape& shape;
+  const std::size_t limit;
+  std::vector<Choice> list;
+  std::size_t unrepairable = 0;     // tuned entries no repair within the limits made valid
+  std::string first_unrepairable;   // "<config> from <shape>: <why>"
+  std::size_t invalid_fallbacks = 0;
 
-DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, DispatchTarget target) {
-  DispatchIndex index(space, std::move(target));
+  bool full() const { return list.size() >= limit; }
+  bool has(const Config& config) const {
+    return std::any_of(list.begin(), list.end(), [&](const Choice& c) { return c.config == config; });
+  }
+  void add(Choice choice) {
+    if (!full() && !has(choice.config)) list.push_back(std::move(choice));
+  }
+};
+
+DispatchIndex::DispatchIndex(const SearchSpace& space, DispatchTarget target, SelectorOptions options)
+    : space_(&space), target_(std::move(target)), options_(options), repairer_(space) {}
+
+DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, DispatchTarget target,
+                                   SelectorOptions options) {
+  DispatchIndex index(space, std::move(target), options);
   const std::string template_hash = space.template_hash();
   const std::string definition_hash = space.definition_hash();
   for (const BestRecord& record : store.all_best()) {
@@ -80,93 +94,184 @@ DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, Dispa
   return index;
 }
 
-Choice DispatchIndex::choose(const Shape& shape) const {
-  Choice choice;
-  const SearchSpace& space = *space_;
+Choice DispatchIndex::choose(const Shape& shape) const { return ranked(shape, 1).front(); }
+
+std::vector<Choice> DispatchIndex::ranked(const Shape& shape, std::size_t limit) const {
+  Ranking ranking(shape, limit);
+  if (limit == 0) return {};
+  add_hit(ranking);
+  for (bool this_device : {true, false}) add_neighbors(ranking, this_device);
+  add_fallbacks(ranking);
+  add_default(ranking);
+  add_first_valid(ranking);
+  if (ranking.list.empty()) ranking.list.push_back(none(shape));
+  return std::move(ranking.list);
+}
+
+void DispatchIndex::add_hit(Ranking& ranking) const {
   for (const Entry& entry : entries_) {
     if (!entry.this_device) break;
-    if (entry.shape != shape) continue;
-    if (!rejection(space, entry.config, shape).empty()) break;  // stored but unusable: look further
+    if (entry.shape != ranking.shape) continue;
+    if (!repairer_.rejection(entry.config, ranking.shape).empty()) return;  // stored but unusable
+    Choice choice;
     choice.reason = ChoiceReason::hit;
     choice.config = entry.config;
     choice.source_shape = entry.shape;
     choice.source_device = entry.device_name;
     choice.tuned_median_us = entry.median_us;
+    choice.tuned_config_text = entry.config_text;
     choice.explanation = fmt::format("hit: tuned at this shape on {} ({:.2f} us)", entry.device_name,
                                      entry.median_us);
-    finish(choice, shape);
-    return choice;
+    finish(choice, ranking.shape);
+    ranking.add(std::move(choice));
+    return;
   }
+}
 
-  // Nearest: this device's entries first; other devices only when none of
-  // this device's configs is valid here.
-  std::size_t rejected = 0;
-  std::string first_rejection;
-  for (bool this_device : {true, false}) {
-    const Entry* best = nullptr;
-    double best_distance = std::numeric_limits<double>::infinity();
-    for (const Entry& entry : entries_) {
-      if (entry.this_device != this_device) continue;
-      double distance = shape_distance(entry.shape, shape);
-      if (distance >= best_distance) continue;
-      std::string why_not = rejection(space, entry.config, shape);
-      if (!why_not.empty()) {
-        ++rejected;
-        if (first_rejection.empty())
-          first_rejection = fmt::format("{} from {}: {}", entry.config_text,
-                                        space.shape_string(entry.shape), why_not);
-        continue;
-      }
-      best = &entry;
-      best_distance = distance;
+// The `neighbors` nearest entries of one device group with distinct configs,
+// each repaired to the shape; fewest changes first, then nearest.
+void DispatchIndex::add_neighbors(Ranking& ranking, bool this_device) const {
+  if (ranking.full()) return;
+  // Other devices' entries are guidance only where this device's gave nothing.
+  if (!this_device && !ranking.list.empty()) return;
+  std::vector<std::pair<double, std::size_t>> near;
+  for (std::size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i].this_device == this_device)
+      near.emplace_back(shape_distance(entries_[i].shape, ranking.shape), i);
+  std::stable_sort(near.begin(), near.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  struct Found {
+    std::size_t entry;
+    double distance;
+    Repair repair;
+  };
+  std::vector<Found> found;
+  std::vector<const Config*> seen;
+  std::vector<double> considered;  // the distance of each entry repaired
+  for (const auto& [distance, i] : near) {
+    if (seen.size() >= options_.neighbors) break;
+    const Entry& entry = entries_[i];
+    if (std::any_of(seen.begin(), seen.end(), [&](const Config* c) { return *c == entry.config; })) continue;
+    seen.push_back(&entry.config);
+    considered.push_back(distance);
+    Repair repair = repairer_.repair(entry.config, ranking.shape, options_.repair);
+    if (repair.ok()) {
+      found.push_back(Found{i, distance, std::move(repair)});
+      continue;
     }
-    if (best) {
-      choice.reason = ChoiceReason::nearest;
-      choice.config = best->config;
-      choice.source_shape = best->shape;
-      choice.source_device = best->device_name;
-      choice.tuned_median_us = best->median_us;
-      choice.explanation = fmt::format(
-          "nearest: config tuned at {} on {}{} (log distance {:.3f}), valid at this shape",
-          space.shape_string(best->shape), best->device_name,
-          this_device ? "" : " (another device, used as guidance)", best_distance);
-      if (rejected) choice.explanation += fmt::format("; {} closer candidate(s) rejected", rejected);
-      finish(choice, shape);
-      return choice;
-    }
+    if (ranking.unrepairable++ == 0)
+      ranking.first_unrepairable = fmt::format(
+          "{} from {}: {} ({})", entry.config_text, space_->shape_string(entry.shape), repair.rejection,
+          repair.exhausted ? fmt::format("gave up after {} checks", repair.evaluations)
+                           : fmt::format("no valid config within {} changes", options_.repair.max_changes));
   }
+  std::stable_sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return a.repair.changes.size() < b.repair.changes.size();
+  });
+  for (const Found& f : found) {
+    Choice choice = from_entry(entries_[f.entry], f.repair, f.distance, ranking.shape);
+    auto closer = std::count_if(considered.begin(), considered.end(), [&](double d) { return d < f.distance; });
+    if (closer)
+      choice.explanation +=
+          fmt::format("; {} closer candidate(s) needed more changes or could not be repaired", closer);
+    ranking.add(std::move(choice));
+  }
+}
 
-  std::string tail = entries_.empty()
-                         ? std::string("no tuned shape of this kernel version and toolchain")
-                         : fmt::format("no tuned config is valid here ({} rejected, first: {})",
-                                       rejected, first_rejection);
-  std::string default_rejection = rejection(space, space.default_config(), shape);
-  if (default_rejection.empty()) {
-    choice.reason = ChoiceReason::default_config;
-    choice.config = space.default_config();
-    choice.explanation = "default: the space's default config; " + tail;
-    finish(choice, shape);
-    return choice;
+Choice DispatchIndex::from_entry(const Entry& entry, const Repair& repair, double distance,
+                                 const Shape& shape) const {
+  Choice choice;
+  choice.reason = repair.changes.empty() ? ChoiceReason::nearest : ChoiceReason::repaired;
+  choice.config = *repair.config;
+  choice.source_shape = entry.shape;
+  choice.source_device = entry.device_name;
+  choice.tuned_median_us = entry.median_us;
+  choice.distance = distance;
+  choice.tuned_config_text = entry.config_text;
+  choice.changes = repair.changes;
+  choice.repair = repairer_.describe(repair.changes);
+  const std::string where = fmt::format("{} on {}{} (log distance {:.3f})", space_->shape_string(entry.shape),
+                                        entry.device_name,
+                                        entry.this_device ? "" : " (another device, used as guidance)", distance);
+  choice.explanation = repair.changes.empty()
+                           ? fmt::format("nearest: config tuned at {}, valid at this shape", where)
+                           : fmt::format("repaired: config tuned at {}, changed {}", where, choice.repair);
+  finish(choice, shape);
+  return choice;
+}
+
+std::string DispatchIndex::untuned_tail(const Ranking& ranking) const {
+  if (entries_.empty()) return "no tuned shape of this kernel version and toolchain";
+  return fmt::format("no tuned config could be repaired here ({} tried, first: {})", ranking.unrepairable,
+                     ranking.first_unrepairable);
+}
+
+void DispatchIndex::add_fallbacks(Ranking& ranking) const {
+  const std::vector<Config>& fallbacks = space_->fallbacks();
+  for (std::size_t i = 0; i < fallbacks.size() && !ranking.full(); ++i) {
+    std::string why_not = repairer_.rejection(fallbacks[i], ranking.shape);
+    if (!why_not.empty()) {
+      ++ranking.invalid_fallbacks;
+      continue;
+    }
+    if (ranking.has(fallbacks[i])) continue;
+    Choice choice;
+    choice.reason = ChoiceReason::fallback;
+    choice.config = fallbacks[i];
+    choice.fallback_index = i;
+    choice.explanation = fmt::format("fallback: the space's fallback #{} of {}", i + 1, fallbacks.size());
+    if (ranking.list.empty()) {
+      if (i) choice.explanation += fmt::format(" (the {} before it cannot run here)", i);
+      choice.explanation += "; " + untuned_tail(ranking);
+    }
+    finish(choice, ranking.shape);
+    ranking.add(std::move(choice));
   }
+}
+
+void DispatchIndex::add_default(Ranking& ranking) const {
+  const Config& config = space_->default_config();
+  if (ranking.full() || ranking.has(config) || !repairer_.rejection(config, ranking.shape).empty()) return;
+  Choice choice;
+  choice.reason = ChoiceReason::default_config;
+  choice.config = config;
+  choice.explanation = "default: the space's default config";
+  if (ranking.list.empty()) {
+    if (ranking.invalid_fallbacks) choice.explanation += "; no fallback can run here";
+    choice.explanation += "; " + untuned_tail(ranking);
+  }
+  finish(choice, ranking.shape);
+  ranking.add(std::move(choice));
+}
+
+void DispatchIndex::add_first_valid(Ranking& ranking) const {
+  if (ranking.full()) return;
+  const Shape& shape = ranking.shape;
   std::optional<Config> first;
-  space.for_each_valid(shape, [&](const Config& config) {
-    if (!space.geometry(config, shape).valid()) return true;
+  space_->for_each_valid(shape, [&](const Config& config) {
+    if (ranking.has(config) || !space_->geometry(config, shape).valid()) return true;
     first = config;
     return false;
   });
-  if (first) {
-    choice.reason = ChoiceReason::first_valid;
-    choice.config = *first;
+  if (!first) return;
+  Choice choice;
+  choice.reason = ChoiceReason::first_valid;
+  choice.config = *first;
+  choice.explanation = "first_valid: the first valid config in enumeration order";
+  if (ranking.list.empty())
     choice.explanation = fmt::format(
         "first_valid: the default config is invalid here ({}), so the first valid config; {}",
-        default_rejection, tail);
-    finish(choice, shape);
-    return choice;
-  }
+        repairer_.rejection(space_->default_config(), shape), untuned_tail(ranking));
+  finish(choice, shape);
+  ranking.add(std::move(choice));
+}
+
+Choice DispatchIndex::none(const Shape& shape) const {
+  Choice choice;
   choice.reason = ChoiceReason::none;
-  std::string restrictive = space.most_restrictive_constraint(shape);
-  choice.explanation = fmt::format("none: no config of {} can run {}{}", space.kernel_name(),
-                                   space.shape_string(shape),
+  std::string restrictive = space_->most_restrictive_constraint(shape);
+  choice.explanation = fmt::format("none: no config of {} can run {}{}", space_->kernel_name(),
+                                   space_->shape_string(shape),
                                    restrictive.empty() ? "" : " (most restrictive constraint: " +
                                                                   restrictive + ")");
   return choice;

@@ -2,12 +2,22 @@
 // shape, built once from the store's best entries and needing no GPU.
 //
 // Only entries of the space's current kernel version (template and definition
-// hashes) and of this toolchain count.  An entry of this device at the very
-// shape is a hit; otherwise the config of the closest tuned shape (this
-// device's entries first, then other devices' as guidance) that the space
-// accepts at the requested shape is used; otherwise the space's default
-// config, or the first valid one.  Every borrowed config is re-checked
-// against the constraints and the launch geometry at the requested shape.
+// hashes) and of this toolchain count.  The rule, in order:
+//   1. hit: this device's entry at the very shape (valid there).
+//   2. nearest / repaired: the `neighbors` tuned entries nearest in log shape
+//      space, distance(a, b) = sum over shape variables of |log a_i - log b_i|
+//      (so T=1 vs 2 weighs as much as 1024 vs 2048), this device's entries
+//      first (other devices' only when none of this device's can be used).
+//      Each entry's config is repaired to the shape (cache/config_repair.h:
+//      the fewest parameter changes under check and geometry, at most 3);
+//      the one needing the fewest changes wins, then the nearer, then the
+//      earlier entry.  Zero changes is `nearest`, more is `repaired`.
+//   3. fallback: the first config of the space's `fallbacks:` valid here.
+//   4. default_config: the space's default, where valid.
+//   5. first_valid: the first valid config in enumeration order.
+//   6. none: nothing can run the shape.
+// Every borrowed config is re-checked against the constraints and the launch
+// geometry at the requested shape.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -15,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/config_repair.h"
 #include "cache/store.h"
 #include "core/compiler.h"
 #include "core/device.h"
@@ -26,6 +37,8 @@ namespace mlatune {
 enum class ChoiceReason {
   hit,          // tuned at this shape on this device
   nearest,      // tuned at another shape (or on another device), valid here
+  repaired,     // a nearby tuned config, changed in a few parameters to be valid here
+  fallback,     // one of the space's `fallbacks:`
   default_config,  // the space's default config
   first_valid,  // the default is invalid here: the first valid config
   none,         // no config of the space can run this shape
@@ -37,10 +50,18 @@ struct Choice {
   ChoiceReason reason = ChoiceReason::none;
   Config config;             // empty when reason is none
   std::string config_text;   // canonical text of config
-  /// The tuned shape whose best config was taken (hit and nearest).
+  /// The tuned shape whose best config was taken (hit, nearest, repaired).
   std::optional<Shape> source_shape;
-  std::string source_device;  // the device it was tuned on (hit and nearest)
-  double tuned_median_us = 0; // its measured time there (hit and nearest)
+  std::string source_device;  // the device it was tuned on (hit, nearest, repaired)
+  double tuned_median_us = 0; // its measured time there (hit, nearest, repaired)
+  double distance = 0;        // log shape distance to source_shape
+  /// repaired: the tuned config as stored, and each parameter changed with
+  /// why; `repair` says it in one line: "FLOAT4 true -> false (constraint
+  /// 'FLOAT4 == 0 || (R % 4 == 0 && D % 4 == 0)' fails at D=64,R=131)".
+  std::string tuned_config_text;
+  std::vector<ParameterChange> changes;
+  std::string repair;
+  std::size_t fallback_index = 0;  // fallback: its position in `fallbacks:`
   /// Names the cubin of config at this shape for this index's architecture
   /// and NVRTC: a binary stored under another key is never used.
   BinaryKey binary;
@@ -56,14 +77,27 @@ struct DispatchTarget {
   ToolchainInfo toolchain;
 };
 
+/// How far the selector looks (see the top of this file).
+struct SelectorOptions {
+  std::size_t neighbors = 4;  // tuned entries per device group that are repaired and compared
+  RepairLimits repair;
+};
+
 /// Thread safety: immutable after build(); choose() may run on many threads.
 /// Holds a reference to the space, which must outlive it.
 class DispatchIndex {
  public:
   /// Reads all best entries once (the store may be read-only).
-  static DispatchIndex build(Store& store, const SearchSpace& space, DispatchTarget target);
+  static DispatchIndex build(Store& store, const SearchSpace& space, DispatchTarget target,
+                             SelectorOptions options = {});
 
   Choice choose(const Shape& shape) const;
+  /// The choice first, then the other configs that can run `shape`, best
+  /// first and each once: the other near entries (repaired), the fallbacks,
+  /// the default, the first valid config.  At most `limit`; a shape nothing
+  /// can run gives one `none` choice.  The dispatcher takes the first whose
+  /// binary is ready as a stand-in while the choice compiles.
+  std::vector<Choice> ranked(const Shape& shape, std::size_t limit) const;
 
   /// A stored binary for `choice`, or nullopt when absent or when its record
   /// says it was made for another architecture, NVRTC, kernel or template
@@ -88,11 +122,23 @@ class DispatchIndex {
     bool this_device = false;
     double median_us = 0;
   };
-  DispatchIndex(const SearchSpace& space, DispatchTarget target);
+  class Ranking;
+  DispatchIndex(const SearchSpace& space, DispatchTarget target, SelectorOptions options);
+  void add_hit(Ranking& ranking) const;
+  void add_neighbors(Ranking& ranking, bool this_device) const;
+  void add_fallbacks(Ranking& ranking) const;
+  void add_default(Ranking& ranking) const;
+  void add_first_valid(Ranking& ranking) const;
+  Choice none(const Shape& shape) const;
+  Choice from_entry(const Entry& entry, const Repair& repair, double distance, const Shape& shape) const;
+  /// Why nothing tuned was used: the tail of fallback/default explanations.
+  std::string untuned_tail(const Ranking& ranking) const;
   void finish(Choice& choice, const Shape& shape) const;
 
   const SearchSpace* space_;
   DispatchTarget target_;
+  SelectorOptions options_;
+  ConfigRepairer repairer_;
   Compiler compiler_;
   std::vector<Entry> entries_;  // this device's first, then by shape
   std::size_t ignored_ = 0;

@@ -8,11 +8,13 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <deque>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cache/compile_queue.h"
 #include "cache/shape_table.h"
 #include "cache/store.h"
 #include "cache/dispatch_launch.h"
@@ -44,10 +46,30 @@ struct Prepared {
   /// well-formed (shape_ok); launch_buffers_checked compares against them.
   std::vector<std::int64_t> buffer_bytes;
   bool shape_ok = false;
-  Choice choice;
+  Choice choice;  // the config that runs: the chosen one, or a stand-in for it
+  Choice target;  // the chosen config (the index's choice)
+  /// Provisional: `choice` stands in for `target`, whose binary compiles on
+  /// the background thread (or failed to: background_error).
+  bool stand_in = false;
+  std::string background_error;
   std::string error;
   bool input_error = false;  // a malformed shape or none that a config can run (the caller's input)
 };
+
+/// A shape's entry in the table: the Prepared it runs now.  Published with a
+/// release store and read with an acquire load, so a switch from a stand-in
+/// is atomic for launches on other threads; every Prepared ever published
+/// stays alive until the dispatcher is destroyed (a launch may still read
+/// the old one).
+struct ShapeSlot {
+  explicit ShapeSlot(const Prepared* p) : current(p) {}
+  ShapeSlot(ShapeSlot&& other) noexcept : current(other.current.load(std::memory_order_relaxed)) {}
+  mutable std::atomic<const Prepared*> current;
+  const Prepared& get() const { return *current.load(std::memory_order_acquire); }
+};
+
+/// How many alternatives the search for a stand-in looks through.
+constexpr std::size_t stand_in_candidates = 8;
 
 constexpr std::size_t max_stack_arguments = 32;
 
@@ -72,39 +94,66 @@ struct Dispatcher::Impl {
   Compiler compiler;
   std::map<BinaryKey, std::unique_ptr<KernelSlot>> kernels;  // under slow_mutex
   std::optional<std::int64_t> kernel_id, device_id;           // under slow_mutex
+  std::deque<std::unique_ptr<Prepared>> published;           // under slow_mutex; never freed before *this
+  /// Shapes running a stand-in, by the binary hash they wait for (under slow_mutex).
+  std::map<std::string, std::vector<std::vector<std::int64_t>>> waiting;
+  std::map<std::string, std::string> failed_binaries;  // hash -> why (under slow_mutex)
+  std::atomic<CompileMode> mode{CompileMode::background};
 
-  ShapeTable<Prepared> prepared;  // every shape launched (or refused) so far
+  ShapeTable<ShapeSlot> prepared;  // every shape launched (or refused) so far
 
   std::atomic<std::uint64_t> shapes{0}, binaries_loaded{0}, binaries_from_store{0}, compiles{0},
-      binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0};
+      binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0}, blocking_compiles{0},
+      background_compiles{0}, background_failures{0}, stand_in_shapes{0}, switches{0};
+  mutable std::mutex error_mutex;     // for last_background_error (stats() must not wait on a compile)
+  std::string last_background_error;
+
+  // Last: destroyed first, so the worker is joined before anything its jobs use.
+  CompileQueue queue;
 
   Impl(Store s) : store(std::move(s)) {}
 
   const Prepared* find(std::span<const std::int64_t> shape) const {
     const auto* entry = prepared.find(shape);
-    return entry ? &entry->value : nullptr;
+    return entry ? &entry->value.get() : nullptr;
   }
 
   // The hit path: no lock, no allocation.
   const Prepared& get(std::span<const std::int64_t> shape) {
-    if (const auto* entry = prepared.find(shape)) return entry->value;
+    if (const auto* entry = prepared.find(shape)) return entry->value.get();
     return first_use(shape);
+  }
+
+  /// Keeps `p` alive for the dispatcher's life; under slow_mutex.
+  const Prepared* keep(Prepared&& p) {
+    published.push_back(std::make_unique<Prepared>(std::move(p)));
+    return published.back().get();
   }
 
   const Prepared& first_use(std::span<const std::int64_t> values) {
     std::lock_guard slow(slow_mutex);
-    if (const auto* entry = prepared.find(values)) return entry->value;  // another thread prepared it meanwhile
+    if (const auto* entry = prepared.find(values)) return entry->value.get();  // another thread prepared it meanwhile
     Prepared made;
     std::optional<Shape> shape = checked_shape(values, made);
     if (shape) prepare(*shape, made);
-    const Prepared& result = prepared.insert(values, std::move(made)).value;
+    const bool stand_in = made.stand_in && made.background_error.empty();
+    const Prepared& result = prepared.insert(values, ShapeSlot(keep(std::move(made)))).value.get();
     ++shapes;
+    if (stand_in) compile_in_background(result.target, *shape, values);
     if (log)
       std::fprintf(stderr, "mlatune dispatch: %s %s: %s\n", space->kernel_name().c_str(),
                    shape ? space->shape_string(*shape).c_str() : fmt::format("{}", fmt::join(values, ",")).c_str(),
-                   result.error.empty() ? (result.choice.config_text + " (" + result.choice.explanation + ")").c_str()
-                                        : result.error.c_str());
+                   result.error.empty() ? log_text(result).c_str() : result.error.c_str());
     return result;
+  }
+
+  static std::string log_text(const Prepared& p) {
+    std::string text = p.target.config_text + " (" + p.target.explanation + ")";
+    if (p.stand_in)
+      text += fmt::format("; running stand-in {} {} {}", to_string(p.choice.reason), p.choice.config_text,
+                          p.background_error.empty() ? "while it compiles in the background"
+                                                     : "(the chosen binary failed: " + p.background_error + ")");
+    return text;
   }
 
   /// The shape of these values with its buffers' sizes in p, or nullopt with
@@ -123,39 +172,78 @@ struct Dispatcher::Impl {
   }
 
   void prepare(const Shape& shape, Prepared& p) {
-    p.choice = index->choose(shape);
-    if (p.choice.reason != ChoiceReason::hit) record_miss(shape);
-    if (!p.choice.ok()) {
-      p.error = p.choice.explanation;
+    p.target = index->choose(shape);
+    p.choice = p.target;
+    if (p.target.reason != ChoiceReason::hit) record_miss(shape);
+    if (!p.target.ok()) {
+      p.error = p.target.explanation;
       p.input_error = true;
       return;
     }
-    const std::string where = fmt::format("{} at {}", p.choice.config_text, space->shape_string(shape));
-    // The index checked the geometry; the plan's refusal is kept for a clear
-    // message regardless, and it also catches a scalar out of its range.
-    std::optional<LaunchPlan> plan;
+    std::optional<LaunchPlan> plan = plan_for(p.target, shape, p);
+    if (!plan) return;
     try {
-      plan = plan_launch(*space, p.choice.config, shape);
-      p.error = dispatch_refusal(*plan, where);
-    } catch (const InputError& e) {  // a buffer extent the shape makes no integer
-      p.error = e.what();
-    }
-    if (!p.error.empty()) {
-      p.input_error = true;
-      return;
-    }
-    try {
-      ready_kernels(*plan, shape, where, p);
+      if (KernelSlot* slot = ready_slot(p.target)) return ready_kernels(*slot, *plan, p.target, shape, p);
+      if (mode.load() == CompileMode::background && run_stand_in(shape, p)) return;
+      ++blocking_compiles;
+      ready_kernels(install(p.target, compile(p.target, shape)), *plan, p.target, shape, p);
     } catch (const Error& e) {
       p.error = e.what();
     }
   }
 
-  /// Loads the kernels of `plan` and readies them on the device (p.launch),
-  /// or says why they cannot launch there (p.error).
-  void ready_kernels(const LaunchPlan& plan, const Shape& shape, const std::string& where,
+  /// The launch plan of `choice` at `shape`, or nullopt with p's input error
+  /// set when it cannot launch there.
+  std::optional<LaunchPlan> plan_for(const Choice& choice, const Shape& shape, Prepared& p) const {
+    const std::string where = fmt::format("{} at {}", choice.config_text, space->shape_string(shape));
+    // The index checked the geometry; the plan's refusal is kept for a clear
+    // message regardless, and it also catches a scalar out of its range.
+    std::optional<LaunchPlan> plan;
+    try {
+      plan = plan_launch(*space, choice.config, shape);
+      p.error = dispatch_refusal(*plan, where);
+    } catch (const InputError& e) {  // a buffer extent the shape makes no integer
+      p.error = e.what();
+    }
+    if (p.error.empty()) return plan;
+    p.input_error = true;
+    return std::nullopt;
+  }
+
+  /// Readies the first ranked alternative whose binary is loaded or stored
+  /// and that can launch here; false when there is none.
+  bool run_stand_in(const Shape& shape, Prepared& p) {
+    std::vector<Choice> ranked = index->ranked(shape, stand_in_candidates);
+    for (const Choice& candidate : ranked) {
+      if (!candidate.ok() || candidate.config == p.target.config) continue;
+      Prepared trial;
+      try {
+        KernelSlot* slot = ready_slot(candidate);
+        if (!slot) continue;
+        std::optional<LaunchPlan> plan = plan_for(candidate, shape, trial);
+        if (!plan) continue;
+        ready_kernels(*slot, *plan, candidate, shape, trial);
+      } catch (const Error& e) {  // a stored cubin that does not load: not a stand-in
+        if (log) std::fprintf(stderr, "mlatune dispatch: stand-in %s refused: %s\n", candidate.config_text.c_str(), e.what());
+        continue;
+      }
+      if (!trial.error.empty()) continue;  // e.g. a device limit: try the next
+      p.launch = std::move(trial.launch);
+      p.choice = candidate;
+      p.stand_in = true;
+      if (auto failed = failed_binaries.find(p.target.binary.hash); failed != failed_binaries.end())
+        p.background_error = failed->second;  // compiled once already and failed: not again
+      ++stand_in_shapes;
+      return true;
+    }
+    return false;
+  }
+
+  /// Loads the kernels of `slot` for `plan` and readies them on the device
+  /// (p.launch), or says why they cannot launch there (p.error).
+  void ready_kernels(KernelSlot& slot, const LaunchPlan& plan, const Choice& choice, const Shape& shape,
                      Prepared& p) {
-    KernelSlot& slot = kernel_for(p.choice, shape);
+    const std::string where = fmt::format("{} at {}", choice.config_text, space->shape_string(shape));
     LoadedEntry* prologue = plan.steps.prologue ? &prologue_of(slot) : nullptr;
     LaunchReadiness readiness = prepare_launch(plan.steps, slot.main, prologue, properties);
     if (!readiness.refusal.empty())
@@ -173,43 +261,146 @@ struct Dispatcher::Impl {
     return *slot.prologue;
   }
 
-  KernelSlot& kernel_for(const Choice& choice, const Shape& shape) {
-    if (auto it = kernels.find(choice.binary); it != kernels.end()) return *it->second;
-    std::string cubin;
-    if (std::optional<BinaryRecord> record = index->stored_binary(store, choice)) {
-      cubin.assign(record->cubin.begin(), record->cubin.end());
-      ++binaries_from_store;
-    } else {
-      CompileRequest request = compile_request(*space, choice.config, shape, device.arch);
-      // Only the code matters here, not its resource report (which NVRTC's
-      // compute cache, on in a library caller's process, may leave out).
-      request.require_resource_report = false;
-      CompileResult result = compiler.compile(request);
-      ++compiles;
-      if (result.ok() && !(result.key() == choice.binary))
-        throw InternalError(fmt::format("compiled binary key {} differs from the expected {} for {}",
-                                        result.key().hash, choice.binary.hash, choice.config_text));
-      if (!result.ok()) throw EnvironmentError(result.failure().message);
-      cubin = result.binary().cubin;
-      // A binary whose report the compute cache left out is not stored: the
-      // tuner reads registers and spills from stored binaries.
-      if (!store.read_only() && result.binary().usage.registers > 0) {
-        try {
-          CompiledBinary canonical = result.binary();
-          canonical.key = choice.binary;
-          store.put_binary(index->binary_record(canonical));
-          ++binaries_stored;
-        } catch (const Error& e) {  // a busy or full database must not fail the launch
-          if (log) std::fprintf(stderr, "mlatune dispatch: binary not stored: %s\n", e.what());
-        }
+  /// The loaded binary of `choice`, loading it from the store when it is
+  /// stored there; null when neither (it must be compiled).  Under slow_mutex.
+  KernelSlot* ready_slot(const Choice& choice) {
+    if (auto it = kernels.find(choice.binary); it != kernels.end()) return it->second.get();
+    std::optional<BinaryRecord> record = index->stored_binary(store, choice);
+    if (!record) return nullptr;
+    ++binaries_from_store;
+    return &load(choice, std::string(record->cubin.begin(), record->cubin.end()));
+  }
+
+  /// Compiles the binary of `choice` (NVRTC; no lock needed) and stores it
+  /// when the database is writable.  Throws EnvironmentError when it fails.
+  CompiledBinary compile(const Choice& choice, const Shape& shape) {
+    CompileRequest request = compile_request(*space, choice.config, shape, device.arch);
+    // Only the code matters here, not its resource report (which NVRTC's
+    // compute cache, on in a library caller's process, may leave out).
+    request.require_resource_report = false;
+    CompileResult result = compiler.compile(request);
+    ++compiles;
+    if (result.ok() && !(result.key() == choice.binary))
+      throw InternalError(fmt::format("compiled binary key {} differs from the expected {} for {}",
+                                      result.key().hash, choice.binary.hash, choice.config_text));
+    if (!result.ok()) throw EnvironmentError(result.failure().message);
+    CompiledBinary binary = result.binary();
+    binary.key = choice.binary;
+    return binary;
+  }
+
+  /// Stores (when it may) and loads a compiled binary.  Under slow_mutex.
+  KernelSlot& install(const Choice& choice, const CompiledBinary& binary) {
+    // A binary whose report the compute cache left out is not stored: the
+    // tuner reads registers and spills from stored binaries.
+    if (!store.read_only() && binary.usage.registers > 0) {
+      try {
+        store.put_binary(index->binary_record(binary));
+        ++binaries_stored;
+      } catch (const Error& e) {  // a busy or full database must not fail the launch
+        if (log) std::fprintf(stderr, "mlatune dispatch: binary not stored: %s\n", e.what());
       }
     }
+    return load(choice, binary.cubin);
+  }
+
+  KernelSlot& load(const Choice& choice, std::string cubin) {
     auto slot = std::make_unique<KernelSlot>(LoadedEntry(cubin, space->kernel().entry));
     if (space->prologue()) slot->cubin = std::move(cubin);
     ++binaries_loaded;
     KernelSlot& result = *slot;
     kernels.emplace(choice.binary, std::move(slot));
     return result;
+  }
+
+  // ---- background compiles ---------------------------------------------------
+
+  /// Queues the compile of `target`'s binary (once per binary) and notes that
+  /// the shape `values` waits for it.  Under slow_mutex.
+  void compile_in_background(const Choice& target, const Shape& shape, std::span<const std::int64_t> values) {
+    waiting[target.binary.hash].emplace_back(values.begin(), values.end());
+    queue.submit(target.binary.hash, [this, target, shape] { background_job(target, shape); });
+  }
+
+  /// On the worker thread: compile without the lock, then install and switch
+  /// every shape waiting for this binary.  Never throws (the queue would only
+  /// count it): a failure is recorded and the stand-ins stay.
+  void background_job(const Choice& target, const Shape& shape) {
+    std::optional<CompiledBinary> binary;
+    std::string error;
+    try {
+      binary = compile(target, shape);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::lock_guard slow(slow_mutex);
+    std::vector<std::vector<std::int64_t>> shapes_waiting = std::move(waiting[target.binary.hash]);
+    waiting.erase(target.binary.hash);
+    KernelSlot* slot = nullptr;
+    if (binary) {
+      try {
+        int code = cudaSetDevice(options.device);  // this thread's context for the load and opt-in
+        if (code != cudaSuccess) throw CudaError(code, "cudaSetDevice (background compile)", __FILE__, __LINE__);
+        slot = &install(target, *binary);
+        ++background_compiles;
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!slot) return background_failed(target, error, shapes_waiting);
+    for (const auto& values : shapes_waiting) switch_shape(*slot, values);
+  }
+
+  /// Publishes the chosen binary's launch for one waiting shape; keeps the
+  /// stand-in (with the reason) where the chosen config cannot launch.
+  void switch_shape(KernelSlot& slot, const std::vector<std::int64_t>& values) {
+    const auto* entry = prepared.find(values);
+    if (!entry) return;
+    const Prepared& old = entry->value.get();
+    Prepared next;
+    next.buffer_bytes = old.buffer_bytes;
+    next.shape_ok = old.shape_ok;
+    next.target = old.target;
+    next.choice = old.target;
+    const Shape shape{values};
+    std::optional<LaunchPlan> plan = plan_for(next.target, shape, next);
+    if (plan) {
+      try {
+        ready_kernels(slot, *plan, next.target, shape, next);
+      } catch (const Error& e) {
+        next.error = e.what();
+      }
+    }
+    if (!next.error.empty()) return keep_stand_in(*entry, next.error);
+    entry->value.current.store(keep(std::move(next)), std::memory_order_release);
+    ++switches;
+  }
+
+  void background_failed(const Choice& target, const std::string& error,
+                         const std::vector<std::vector<std::int64_t>>& shapes_waiting) {
+    ++background_failures;
+    {
+      std::lock_guard lock(error_mutex);
+      last_background_error = fmt::format("{}: {}", target.config_text, error);
+    }
+    failed_binaries[target.binary.hash] = error;
+    if (log) std::fprintf(stderr, "mlatune dispatch: background compile failed: %s: %s\n", target.config_text.c_str(), error.c_str());
+    for (const auto& values : shapes_waiting)
+      if (const auto* entry = prepared.find(values)) keep_stand_in(*entry, error);
+  }
+
+  /// Republishes the shape's stand-in with why its choice cannot take over.
+  void keep_stand_in(const ShapeTable<ShapeSlot>::Entry& entry, const std::string& why) {
+    const Prepared& old = entry.value.get();
+    Prepared kept;
+    kept.launch = old.launch;
+    kept.buffer_bytes = old.buffer_bytes;
+    kept.shape_ok = old.shape_ok;
+    kept.choice = old.choice;
+    kept.target = old.target;
+    kept.stand_in = true;
+    kept.background_error = why;
+    entry.value.current.store(keep(std::move(kept)), std::memory_order_release);
   }
 
   void record_miss(const Shape& shape) {
@@ -358,6 +549,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   impl->space = std::move(space);
   impl->signature = std::make_unique<CallSignature>(*impl->space);
   impl->log = logging_enabled();
+  impl->mode = options.compile;
   impl->index = std::make_unique<DispatchIndex>(
       DispatchIndex::build(impl->store, *impl->space, DispatchTarget{impl->device, ToolchainInfo::current()}));
   return std::unique_ptr<Dispatcher>(new Dispatcher(std::move(impl)));
@@ -401,16 +593,27 @@ void Dispatcher::launch_buffers_checked(std::span<const std::int64_t> shape, voi
 DispatchDescription Dispatcher::describe(const Shape& shape) const {
   impl_->signature->shape(shape.values);  // InputError for a malformed shape
   DispatchDescription d;
-  if (const Prepared* p = impl_->find(shape.values))
-    d.choice = p->choice;
-  else
+  if (const Prepared* p = impl_->find(shape.values)) {
+    d.choice = p->target;
+    if (p->stand_in) d.stand_in = p->choice;
+    d.background_error = p->background_error;
+  } else {
     d.choice = impl_->index->choose(shape);
+  }
   d.shape_text = impl_->space->shape_string(shape);
   d.text = fmt::format("{} {}: {} {} ({})", impl_->space->kernel_name(), d.shape_text,
                        to_string(d.choice.reason), d.choice.ok() ? d.choice.config_text : "-",
                        d.choice.explanation);
+  if (d.stand_in)
+    d.text += fmt::format("; running stand-in {} {} {}", to_string(d.stand_in->reason), d.stand_in->config_text,
+                          d.background_error.empty() ? "while the choice compiles in the background"
+                                                     : "(the choice failed to compile: " + d.background_error + ")");
   return d;
 }
+
+void Dispatcher::wait_compiles() { impl_->queue.wait_idle(); }
+
+void Dispatcher::set_compile_mode(CompileMode mode) { impl_->mode = mode; }
 
 const SearchSpace& Dispatcher::space() const { return *impl_->space; }
 const CallSignature& Dispatcher::signature() const { return *impl_->signature; }
@@ -427,6 +630,13 @@ DispatcherStats Dispatcher::stats() const {
   s.binaries_stored = impl_->binaries_stored;
   s.misses_recorded = impl_->misses_recorded;
   s.misses_unrecorded = impl_->misses_unrecorded;
+  s.blocking_compiles = impl_->blocking_compiles;
+  s.background_compiles = impl_->background_compiles;
+  s.background_failures = impl_->background_failures;
+  s.stand_in_shapes = impl_->stand_in_shapes;
+  s.switches = impl_->switches;
+  std::lock_guard lock(impl_->error_mutex);
+  s.last_background_error = impl_->last_background_error;
   return s;
 }
 

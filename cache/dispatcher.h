@@ -4,10 +4,21 @@
 // cache/dispatch_index.h).
 //
 // Per shape, the first launch chooses the config, loads its cubin from the
-// store (compiling it once with NVRTC only when no sweep stored it, and
-// storing it when the database is writable), evaluates the launch geometry
-// and scalar arguments, and records a miss for an untuned shape (once per
-// shape and process) so that `mlatune tune --misses` tunes it.  Every later
+// store, evaluates the launch geometry and scalar arguments, and records a
+// miss for an untuned shape (once per shape and process) so that `mlatune
+// tune --misses` tunes it.
+//
+// The caller's thread never waits for NVRTC while something else can run:
+// when the chosen config's binary is neither loaded nor stored, the shape
+// starts on a stand-in (the first config of DispatchIndex::ranked() whose
+// binary is loaded in this process or stored in the database), its entry is
+// marked provisional, and the chosen binary compiles on one background
+// thread (cache/compile_queue.h).  Once compiled it is stored (when the
+// database is writable), loaded, and the shape's entry switches to it
+// atomically; a compile that fails leaves the stand-in in place (counted in
+// stats, said by describe()).  Only when no usable binary exists at all does
+// the caller's thread compile (a blocking compile), and always with
+// CompileMode::blocking.  Every later
 // launch of that shape (a cache hit) takes no lock and allocates nothing: a
 // look in the calling thread's memo of its last shapes, or else a lock-free
 // probe of the shape table (cache/shape_table.h), then cudaLaunchKernel.
@@ -19,6 +30,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,8 +41,15 @@
 
 namespace mlatune {
 
+/// background: a shape whose chosen binary is not ready runs a ready
+/// stand-in while the chosen one compiles on a background thread; blocking:
+/// the first launch compiles the chosen binary on the caller's thread (the
+/// best config from the first call, at the price of 0.1-2 s of NVRTC).
+enum class CompileMode { background, blocking };
+
 struct DispatcherOptions {
   int device = 0;            // CUDA device ordinal the launches run on
+  CompileMode compile = CompileMode::background;
   bool record_misses = true; // count untuned shapes in the store (when writable)
   /// Read-only never writes (no misses, no compiled binaries stored); the
   /// default opens read-write and falls back to read-only when it cannot.
@@ -42,7 +61,13 @@ struct DispatcherStats {
   std::uint64_t shapes = 0;            // distinct shapes prepared
   std::uint64_t binaries_loaded = 0;   // cubins loaded into the context
   std::uint64_t binaries_from_store = 0;
-  std::uint64_t compiles = 0;          // NVRTC compilations (absent binaries)
+  std::uint64_t compiles = 0;          // NVRTC compilations (absent binaries), both kinds
+  std::uint64_t blocking_compiles = 0; // on a caller's thread (no stand-in, or blocking mode)
+  std::uint64_t background_compiles = 0;  // finished on the background thread
+  std::uint64_t background_failures = 0;  // background compiles or loads that failed
+  std::uint64_t stand_in_shapes = 0;   // shapes whose first launch ran a stand-in
+  std::uint64_t switches = 0;          // shapes switched from a stand-in to their choice
+  std::string last_background_error;
   std::uint64_t binaries_stored = 0;
   std::uint64_t misses_recorded = 0;
   std::uint64_t misses_unrecorded = 0; // untuned shapes a read-only store could not count
@@ -50,7 +75,11 @@ struct DispatcherStats {
 
 /// What describe() reports for one shape.
 struct DispatchDescription {
-  Choice choice;
+  Choice choice;  // the chosen config
+  /// Set while the shape runs a stand-in for `choice` (whose binary is
+  /// compiling, or failed to: background_error).
+  std::optional<Choice> stand_in;
+  std::string background_error;
   std::string shape_text;
   std::string text;  // one line for logs: shape, reason, config, where from
 };
@@ -103,6 +132,11 @@ class Dispatcher {
   /// InputError for a malformed shape, as launch() says.
   DispatchDescription describe(const Shape& shape) const;
 
+  /// Blocks until every background compile queued so far has finished and
+  /// its shapes have switched (or kept their stand-in after a failure).
+  void wait_compiles();
+  /// Changes the compile mode for shapes prepared from now on.
+  void set_compile_mode(CompileMode mode);
   const SearchSpace& space() const;
   /// What callers pass: shape variables and buffers (see call_signature.h).
   const CallSignature& signature() const;

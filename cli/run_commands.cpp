@@ -32,6 +32,7 @@ struct RunOptions {
   std::string db;
   bool check = false;
   bool json = false;
+  bool blocking_compile = false;
   std::optional<std::uint64_t> seed;
 };
 
@@ -43,7 +44,22 @@ nlohmann::json choice_json(const SearchSpace& space, const Choice& choice) {
   j["source_shape"] = choice.source_shape ? nlohmann::json(space.shape_string(*choice.source_shape))
                                           : nlohmann::json(nullptr);
   j["source_device"] = choice.source_device.empty() ? nlohmann::json(nullptr) : nlohmann::json(choice.source_device);
-  if (choice.source_shape) j["tuned_median_us"] = choice.tuned_median_us;
+  if (choice.source_shape) {
+    j["tuned_median_us"] = choice.tuned_median_us;
+    j["tuned_config"] = choice.tuned_config_text;
+    j["log_distance"] = choice.distance;
+  }
+  if (choice.reason == ChoiceReason::repaired) {
+    j["repair"] = choice.repair;
+    nlohmann::json changes = nlohmann::json::array();
+    for (const ParameterChange& change : choice.changes) {
+      const Parameter& p = space.parameters()[change.parameter];
+      changes.push_back({{"parameter", p.name}, {"from", p.text[change.from]}, {"to", p.text[change.to]},
+                         {"why", change.why}});
+    }
+    j["changes"] = changes;
+  }
+  if (choice.reason == ChoiceReason::fallback) j["fallback_index"] = choice.fallback_index;
   if (choice.ok()) j["binary_key"] = choice.binary.hash;
   return j;
 }
@@ -51,6 +67,30 @@ nlohmann::json choice_json(const SearchSpace& space, const Choice& choice) {
 void print_choice(const SearchSpace& space, const std::string& shape_text, const Choice& choice) {
   fmt::print("kernel:  {}\nshape:   {}\nchoice:  {}\nconfig:  {}\nwhy:     {}\n", space.kernel_name(),
              shape_text, to_string(choice.reason), choice.ok() ? choice.config_text : "-", choice.explanation);
+  if (choice.reason == ChoiceReason::repaired)
+    fmt::print("tuned:   {}\nrepair:  {}\n", choice.tuned_config_text, choice.repair);
+}
+
+/// Output checked against the reference: the figures as JSON, and the
+/// failure (if any).
+std::optional<std::string> check_output(Workload& workload, nlohmann::json& out) {
+  ValidationStats validation = workload.compare(0);
+  std::optional<std::string> failure = tolerance_failure(validation, workload.tolerance());
+  out = {{"relative_l2", validation.relative_l2},
+         {"max_abs", validation.max_abs},
+         {"nonfinite", validation.nonfinite},
+         {"elements", validation.elements},
+         {"passed", !failure.has_value()},
+         {"tolerance_relative_l2", workload.tolerance().relative_l2}};
+  if (failure) out["failure"] = *failure;
+  return failure;
+}
+
+std::string check_line(const nlohmann::json& check, std::uint64_t seed) {
+  return fmt::format("{} (relative L2 {:.3g}, max abs {:.3g}, {} elements, seed {})",
+                     check.contains("failure") ? "FAILED: " + check["failure"].get<std::string>() : "passed",
+                     check["relative_l2"].get<double>(), check["max_abs"].get<double>(),
+                     check["elements"].get<std::uint64_t>(), seed);
 }
 
 void run(const RunOptions& options) {
@@ -88,7 +128,9 @@ void run(const RunOptions& options) {
   }
 
   auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(database, options.space_file);
+  DispatcherOptions dispatcher_options;
+  dispatcher_options.compile = options.blocking_compile ? CompileMode::blocking : CompileMode::background;
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(database, options.space_file, dispatcher_options);
   auto t1 = std::chrono::steady_clock::now();
   DispatchDescription description = dispatcher->describe(shape);
   report["choice"] = choice_json(space, description.choice);
@@ -109,26 +151,38 @@ void run(const RunOptions& options) {
   auto t4 = std::chrono::steady_clock::now();
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   DispatcherStats stats = dispatcher->stats();
+  const DispatchDescription launched = dispatcher->describe(shape);  // a stand-in shows now
   report["open_ms"] = ms(t0, t1);
   report["first_launch_host_ms"] = ms(t2, t3);
   report["first_launch_complete_ms"] = ms(t2, t4);
-  report["binary"] = stats.compiles ? "compiled now" : "loaded from the database";
-  report["binary_stored"] = stats.binaries_stored > 0;
+  report["binary"] = launched.stand_in ? "stand-in (loaded or from the database); the choice compiles in the background"
+                     : stats.blocking_compiles ? "compiled now, on this thread"
+                                               : "loaded from the database";
+  report["stand_in"] = launched.stand_in ? choice_json(space, *launched.stand_in) : nlohmann::json(nullptr);
   report["miss_recorded"] = stats.misses_recorded > 0;
 
-  std::optional<ValidationStats> validation;
   std::optional<std::string> failure;
-  if (options.check) {
-    validation = workload.compare(0);
-    failure = tolerance_failure(*validation, workload.tolerance());
-    report["check"] = {{"relative_l2", validation->relative_l2},
-                       {"max_abs", validation->max_abs},
-                       {"nonfinite", validation->nonfinite},
-                       {"elements", validation->elements},
-                       {"passed", !failure.has_value()},
-                       {"tolerance_relative_l2", workload.tolerance().relative_l2}};
-    if (failure) report["check"]["failure"] = *failure;
+  if (options.check) failure = check_output(workload, report["check"]);
+  // With a stand-in: wait for the choice, launch it, and check it too.
+  std::optional<DispatchDescription> switched;
+  if (launched.stand_in) {
+    auto w0 = std::chrono::steady_clock::now();
+    dispatcher->wait_compiles();
+    auto w1 = std::chrono::steady_clock::now();
+    switched = dispatcher->describe(shape);
+    report["background_compile_ms"] = ms(w0, w1);
+    report["switched"] = !switched->stand_in.has_value();
+    if (!switched->background_error.empty()) report["background_error"] = switched->background_error;
+    if (options.check) workload.poison_outputs();
+    dispatcher->launch(shape, workload.arguments(0), workload.stream().get());
+    workload.stream().synchronize();
+    if (options.check) {
+      std::optional<std::string> after = check_output(workload, report["check_after_switch"]);
+      if (!failure) failure = after;
+    }
   }
+  stats = dispatcher->stats();
+  report["binary_stored"] = stats.binaries_stored > 0;
 
   if (options.json) {
     fmt::print("{}\n", report.dump(2));
@@ -136,15 +190,23 @@ void run(const RunOptions& options) {
     print_choice(space, shape_text, description.choice);
     fmt::print("device:  {}\nbinary:  {}{}\n", probe.device.name, report["binary"].get<std::string>(),
                stats.binaries_stored ? " (stored in the database)" : "");
+    if (launched.stand_in)
+      fmt::print("stand-in: {} {} ({})\n", to_string(launched.stand_in->reason), launched.stand_in->config_text,
+                 launched.stand_in->explanation);
     fmt::print("timing:  open {:.1f} ms, first launch {:.3f} ms host, {:.3f} ms to completion\n", ms(t0, t1),
                ms(t2, t3), ms(t2, t4));
     if (description.choice.reason != ChoiceReason::hit)
       fmt::print("miss:    {}\n", stats.misses_recorded ? "recorded (mlatune tune --misses will tune this shape)"
                                                         : "not recorded (read-only database)");
-    if (validation)
-      fmt::print("check:   {} (relative L2 {:.3g}, max abs {:.3g}, {} elements, seed {})\n",
-                 failure ? "FAILED: " + *failure : std::string("passed"), validation->relative_l2,
-                 validation->max_abs, validation->elements, workload.seed());
+    if (options.check) fmt::print("check:   {}\n", check_line(report["check"], workload.seed()));
+    if (switched) {
+      fmt::print("switch:  {} after {:.1f} ms of background compile{}\n",
+                 switched->stand_in ? "kept the stand-in" : "switched to the choice",
+                 report["background_compile_ms"].get<double>(),
+                 switched->background_error.empty() ? "" : " (" + switched->background_error + ")");
+      if (options.check)
+        fmt::print("check:   {} (after the switch)\n", check_line(report["check_after_switch"], workload.seed()));
+    }
   }
   if (failure) throw EnvironmentError("check failed at " + shape_text + ": " + *failure);
 }
@@ -160,6 +222,9 @@ void add_run_commands(CLI::App& app) {
   run_command->add_option("--db", options->db, "database (default: $MLATUNE_DB, else ./mlatune.db)");
   run_command->add_flag("--check", options->check, "validate the output against the float64 reference");
   run_command->add_flag("--json", options->json, "print the report as JSON");
+  run_command->add_flag("--blocking-compile", options->blocking_compile,
+                        "compile the chosen binary on this thread when absent, instead of running a ready stand-in "
+                        "while it compiles in the background");
   run_command->add_option("--seed", options->seed, "seed for the random inputs (default: fresh)")
       ->check(whole_number(0, UINT64_MAX));
   run_command->callback([options] { run(*options); });

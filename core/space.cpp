@@ -249,6 +249,7 @@ const std::vector<Expression>& SearchSpace::constraints() const { return impl_->
 const Tolerance& SearchSpace::tolerance() const { return impl_->tolerance; }
 const std::optional<PrologueSource>& SearchSpace::prologue() const { return impl_->prologue; }
 const Config& SearchSpace::default_config() const { return impl_->default_config; }
+const std::vector<Config>& SearchSpace::fallbacks() const { return impl_->fallbacks; }
 const std::string& SearchSpace::template_text() const { return impl_->template_text; }
 const std::string& SearchSpace::reference_text() const { return impl_->reference_text; }
 std::string SearchSpace::template_hash() const { return content_hash(impl_->template_text); }

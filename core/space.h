@@ -194,6 +194,10 @@ class SearchSpace {
   const std::optional<PrologueSource>& prologue() const;
   /// The space's default config (the `default:` map).
   const Config& default_config() const;
+  /// The `fallbacks:` list: configs the dispatcher tries, in order, at a
+  /// shape where nothing tuned fits, before the default config.  Each names
+  /// a value of every parameter; one may be invalid at some shapes (a value).
+  const std::vector<Config>& fallbacks() const;
 
   // ---- versions: what a stored result depends on -----------------------------
   /// Text of the kernel / reference template, read at load time (from disk,

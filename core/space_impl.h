@@ -54,6 +54,7 @@ struct SpaceData {
   Tolerance tolerance;
   std::optional<PrologueSource> prologue;
   Config default_config;
+  std::vector<Config> fallbacks;
   std::string template_text;
   std::string reference_text;
 

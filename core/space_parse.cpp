@@ -291,6 +291,9 @@ class Reader {
   void read_geometry(KernelSource& source, const std::map<std::string, Entry>& keys,
                      const std::string& section, const SourceLocation& where, Scope scope);
   void read_default(const Entry& entry);
+  void read_fallbacks(const Entry& entry);
+  Config config_map(const YAML::Node& node, const SourceLocation& where, const std::string& what,
+                    const std::string& value_what) const;
   void read_prologue(const Entry& entry);
   void read_tolerance(const Entry& entry);
   std::string read_template(const Entry& entry, fs::path* resolved);
@@ -560,17 +563,32 @@ void Reader::read_geometry(KernelSource& source, const std::map<std::string, Ent
 }
 
 void Reader::read_default(const Entry& entry) {
+  space_->default_config = config_map(entry.value, at(entry), "'default'", "default value");
+}
+
+// Every fallback names a value of every parameter, like `default`; whether
+// it can run a given shape is the dispatcher's question, not the file's.
+void Reader::read_fallbacks(const Entry& entry) {
+  for (const YAML::Node& item : list(entry, "'fallbacks'"))
+    space_->fallbacks.push_back(config_map(item, at(item), "a fallback", "fallback value"));
+}
+
+// `what` names the map in messages ("'default'"), `value_what` one of its
+// values ("default value").
+Config Reader::config_map(const YAML::Node& node, const SourceLocation& where,
+                          const std::string& what, const std::string& value_what) const {
   std::vector<std::string> names;
   for (const Parameter& p : space_->parameters) names.push_back(p.name);
-  auto keys = map(entry.value, at(entry), "'default'", {}, {});
-  space_->default_config.choice.assign(space_->parameters.size(), 0);
+  auto keys = map(node, where, what, {}, {});
+  Config config;
+  config.choice.assign(space_->parameters.size(), 0);
   for (const auto& [name, e] : keys) {
     auto it = std::find(names.begin(), names.end(), name);
     if (it == names.end())
-      fail(at(e.key), fmt::format("'default' names unknown parameter '{}'; expected one of: {}",
+      fail(at(e.key), fmt::format("{} names unknown parameter '{}'; expected one of: {}", what,
                                   name, fmt::join(names, ", ")));
     const Parameter& p = space_->parameters[static_cast<std::size_t>(it - names.begin())];
-    std::string text = scalar(e, fmt::format("default value of '{}'", name));
+    std::string text = scalar(e, fmt::format("{} of '{}'", value_what, name));
     std::size_t choice = p.text.size();
     for (std::size_t i = 0; i < p.text.size(); ++i) {
       if (p.text[i] == text) choice = i;
@@ -581,17 +599,15 @@ void Reader::read_default(const Entry& entry) {
         choice = i;
     }
     if (choice == p.text.size())
-      fail(at(e), fmt::format("default value '{}' of '{}' is not one of its values; expected one "
-                              "of: {}",
-                              text, name, fmt::join(p.text, ", ")));
-    space_->default_config.choice[static_cast<std::size_t>(it - names.begin())] =
-        static_cast<std::uint32_t>(choice);
+      fail(at(e), fmt::format("{} '{}' of '{}' is not one of its values; expected one of: {}",
+                              value_what, text, name, fmt::join(p.text, ", ")));
+    config.choice[static_cast<std::size_t>(it - names.begin())] = static_cast<std::uint32_t>(choice);
   }
   for (const std::string& name : names)
     if (!keys.count(name))
-      fail(at(entry), fmt::format("'default' lacks parameter '{}'; expected a value for every "
-                                  "parameter",
-                                  name));
+      fail(where, fmt::format("{} lacks parameter '{}'; expected a value for every parameter", what,
+                              name));
+  return config;
 }
 
 void Reader::read_prologue(const Entry& entry) {
@@ -824,7 +840,7 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
          "arguments, parameters, default, launch");
   auto keys = map(root, at(root), "the space",
                   {"kernel", "template", "entry", "reference", "shape", "arguments", "parameters",
-                   "default", "constraints", "launch", "prologue", "tolerance"},
+                   "default", "constraints", "launch", "prologue", "tolerance", "fallbacks"},
                   {"kernel", "template", "entry", "reference", "shape", "arguments", "parameters",
                    "default", "launch"});
   SearchSpace::Impl& s = *space_;
@@ -867,6 +883,7 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
   read_geometry(s.reference, ref, "reference", at(reference), Scope::shape_only);
 
   read_default(keys.at("default"));
+  if (auto it = keys.find("fallbacks"); it != keys.end()) read_fallbacks(it->second);
   if (auto it = keys.find("tolerance"); it != keys.end()) read_tolerance(it->second);
 
   s.template_text = read_template(keys.at("template"), &s.kernel.path);

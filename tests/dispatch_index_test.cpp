@@ -117,16 +117,42 @@ TEST_F(DispatchIndexTest, NearestTunedShapeWhoseConfigIsValidHere) {
   ASSERT_TRUE(recheck.source_shape);
   EXPECT_EQ(*recheck.source_shape, space_->parse_shape("N=64,M=3"));
   EXPECT_TRUE(space_->check(recheck.config, space_->parse_shape("N=1000,M=15")));
-  EXPECT_NE(recheck.explanation.find("1 closer candidate(s) rejected"), std::string::npos)
+  EXPECT_NE(recheck.explanation.find("1 closer candidate(s) needed more changes"), std::string::npos)
       << recheck.explanation;
 }
 
-TEST_F(DispatchIndexTest, NoValidTunedConfigFallsBackToTheDefault) {
+TEST_F(DispatchIndexTest, AnInvalidTunedConfigIsRepaired) {
   tune("N=1000,M=16", vector_config, 3.5);
-  Choice choice = index().choose(space_->parse_shape("N=1000,M=7"));
+  const Shape shape = space_->parse_shape("N=1000,M=7");
+  Choice choice = index().choose(shape);
+  EXPECT_EQ(choice.reason, ChoiceReason::repaired);
+  EXPECT_EQ(choice.config_text, "ALGORITHM=tiled,THREADS=64,ITEMS=4,VECTOR=false");
+  EXPECT_EQ(choice.tuned_config_text, space_->config_string(space_->parse_config(vector_config)));
+  ASSERT_TRUE(choice.source_shape);
+  EXPECT_EQ(*choice.source_shape, space_->parse_shape("N=1000,M=16"));
+  ASSERT_EQ(choice.changes.size(), 1u);
+  EXPECT_EQ(choice.repair, "VECTOR true -> false (constraint 'VECTOR == 0 || M % 4 == 0' fails at M=7)");
+  EXPECT_NE(choice.explanation.find("repaired: config tuned at N=1000,M=16 on NVIDIA H200"), std::string::npos)
+      << choice.explanation;
+  EXPECT_NE(choice.explanation.find(choice.repair), std::string::npos) << choice.explanation;
+  EXPECT_EQ(choice.binary, key_for(choice.config_text, "N=1000,M=7", "sm_90"));
+}
+
+TEST_F(DispatchIndexTest, NoRepairWithinTheLimitsFallsBackToTheDefault) {
+  tune("N=1000,M=16", vector_config, 3.5);
+  SelectorOptions options;
+  options.repair.max_changes = 0;
+  Store store = Store::open(db_, StoreMode::read_only);
+  DispatchIndex idx = DispatchIndex::build(store, *space_, DispatchTarget{h200, toolchain_}, options);
+  Choice choice = idx.choose(space_->parse_shape("N=1000,M=7"));
   EXPECT_EQ(choice.reason, ChoiceReason::default_config);
   EXPECT_EQ(choice.config, space_->default_config());
   EXPECT_FALSE(choice.source_shape);
+  EXPECT_NE(choice.explanation.find("no tuned config could be repaired here (1 tried, first: " +
+                                    space_->config_string(space_->parse_config(vector_config)) +
+                                    " from N=1000,M=16: constraint 'VECTOR == 0 || M % 4 == 0' fails at M=7"),
+            std::string::npos)
+      << choice.explanation;
   EXPECT_EQ(choice.binary, key_for(space_->config_string(space_->default_config()), "N=1000,M=7", "sm_90"));
 }
 
@@ -210,8 +236,11 @@ TEST_F(DispatchIndexTest, AnotherDevicesBestOnlyGuides) {
   // ... compiled for this device's architecture, never the A100's.
   EXPECT_EQ(choice.binary, key_for(vector_config, "N=1000,M=16", "sm_90"));
   EXPECT_NE(choice.binary, key_for(vector_config, "N=1000,M=16", "sm_80"));
-  // Re-validated like any other: VECTOR is refused where M % 4 != 0.
-  EXPECT_EQ(idx.choose(space_->parse_shape("N=1000,M=17")).reason, ChoiceReason::default_config);
+  // Re-validated like any other: VECTOR is repaired away where M % 4 != 0.
+  Choice odd = idx.choose(space_->parse_shape("N=1000,M=17"));
+  EXPECT_EQ(odd.reason, ChoiceReason::repaired);
+  EXPECT_EQ(odd.config_text, "ALGORITHM=tiled,THREADS=64,ITEMS=4,VECTOR=false");
+  EXPECT_NE(odd.explanation.find("another device"), std::string::npos) << odd.explanation;
   // This device's entries come first, even at a farther shape.
   tune("N=10,M=16", other_config, 9.0, h200);
   Choice own = index().choose(space_->parse_shape("N=1000,M=16"));
@@ -325,6 +354,122 @@ TEST_F(DispatchIndexTest, OtherKernelFamiliesAreNotCounted) {
   DispatchIndex idx = index();
   EXPECT_EQ(idx.entries(), 0u);
   EXPECT_EQ(idx.ignored(), 0u);
+}
+
+// ---- the selector: fewest changes, neighbours, fallbacks, ranking ----------------
+
+TEST_F(DispatchIndexTest, FewestChangesFirstThenTheNearer) {
+  // Both need VECTOR off at M=7 (one change each): the nearer is taken.
+  tune("N=1000,M=16", vector_config, 1.0);
+  tune("N=100,M=16", "ALGORITHM=tiled,THREADS=128,ITEMS=2,VECTOR=true", 1.0);
+  Choice near = index().choose(space_->parse_shape("N=900,M=7"));
+  EXPECT_EQ(near.reason, ChoiceReason::repaired);
+  EXPECT_EQ(*near.source_shape, space_->parse_shape("N=1000,M=16"));
+  Choice far = index().choose(space_->parse_shape("N=120,M=7"));
+  EXPECT_EQ(*far.source_shape, space_->parse_shape("N=100,M=16"));
+  // A config valid unchanged beats a nearer one that needs a change.
+  tune("N=20,M=3", other_config, 1.0);
+  Choice unchanged = index().choose(space_->parse_shape("N=120,M=7"));
+  EXPECT_EQ(unchanged.reason, ChoiceReason::nearest);
+  EXPECT_EQ(unchanged.config, space_->parse_config(other_config));
+}
+
+TEST_F(DispatchIndexTest, OnlyTheNearestNeighboursAreConsidered) {
+  tune("N=1000,M=16", vector_config, 1.0);  // one change at M=7
+  tune("N=10,M=3", other_config, 1.0);      // none, but far
+  Store store = Store::open(db_, StoreMode::read_only);
+  SelectorOptions one;
+  one.neighbors = 1;
+  DispatchIndex idx = DispatchIndex::build(store, *space_, DispatchTarget{h200, toolchain_}, one);
+  EXPECT_EQ(idx.choose(space_->parse_shape("N=1000,M=7")).reason, ChoiceReason::repaired);
+  EXPECT_EQ(index().choose(space_->parse_shape("N=1000,M=7")).reason, ChoiceReason::nearest);
+}
+
+TEST_F(DispatchIndexTest, ThisDevicesRepairedConfigBeatsAnotherDevicesValidOne) {
+  tune("N=1000,M=16", vector_config, 1.0, h200);
+  tune("N=1000,M=7", other_config, 1.0, a100);  // the very shape, valid, but another device
+  Choice choice = index().choose(space_->parse_shape("N=1000,M=7"));
+  EXPECT_EQ(choice.reason, ChoiceReason::repaired);
+  EXPECT_EQ(choice.source_device, "NVIDIA H200");
+}
+
+class DispatchIndexFallbackTest : public DispatchIndexTest {
+ protected:
+  void SetUp() override {
+    DispatchIndexTest::SetUp();
+    space_ = std::make_unique<SearchSpace>(SearchSpace::parse(
+        space_->text() +
+            "fallbacks:\n"
+            "  - {ALGORITHM: tiled, THREADS: 64, ITEMS: 4, VECTOR: true}\n"
+            "  - {ALGORITHM: plain, THREADS: 32, ITEMS: 2, VECTOR: false}\n",
+        "small_fallbacks.yaml", spaces_dir));
+  }
+};
+
+TEST_F(DispatchIndexFallbackTest, TheFirstValidFallbackWhenNothingIsTuned) {
+  Choice first = index().choose(space_->parse_shape("N=100,M=8"));
+  EXPECT_EQ(first.reason, ChoiceReason::fallback);
+  EXPECT_EQ(first.fallback_index, 0u);
+  EXPECT_EQ(first.config_text, "ALGORITHM=tiled,THREADS=64,ITEMS=4,VECTOR=true");
+  EXPECT_NE(first.explanation.find("fallback #1 of 2; no tuned shape"), std::string::npos) << first.explanation;
+  EXPECT_EQ(first.binary, key_for(first.config_text, "N=100,M=8", "sm_90"));
+
+  Choice second = index().choose(space_->parse_shape("N=100,M=7"));  // VECTOR cannot run M=7
+  EXPECT_EQ(second.reason, ChoiceReason::fallback);
+  EXPECT_EQ(second.fallback_index, 1u);
+  EXPECT_EQ(second.config_text, "ALGORITHM=plain,THREADS=32,ITEMS=2,VECTOR=false");
+  EXPECT_NE(second.explanation.find("the 1 before it cannot run here"), std::string::npos) << second.explanation;
+}
+
+TEST_F(DispatchIndexFallbackTest, FallbacksComeAfterWhatIsTunedAndBeforeTheDefault) {
+  tune("N=1000,M=16", plain_config, 1.0);
+  EXPECT_EQ(index().choose(space_->parse_shape("N=100,M=8")).reason, ChoiceReason::nearest);
+  // A repair that the limits forbid: the fallback, not the default.
+  tune("N=1000,M=16", vector_config, 0.5);  // now the best there
+  SelectorOptions no_repair;
+  no_repair.repair.max_changes = 0;
+  Store store = Store::open(db_, StoreMode::read_only);
+  DispatchIndex idx = DispatchIndex::build(store, *space_, DispatchTarget{h200, toolchain_}, no_repair);
+  Choice choice = idx.choose(space_->parse_shape("N=100,M=7"));
+  EXPECT_EQ(choice.reason, ChoiceReason::fallback);
+  EXPECT_EQ(choice.fallback_index, 1u);
+  EXPECT_NE(choice.explanation.find("no tuned config could be repaired here"), std::string::npos)
+      << choice.explanation;
+}
+
+TEST_F(DispatchIndexFallbackTest, RankedListsEveryValidCandidateOnceBestFirst) {
+  tune("N=1000,M=16", vector_config, 1.0);
+  tune("N=64,M=3", plain_config, 1.0);
+  const Shape shape = space_->parse_shape("N=1000,M=8");
+  std::vector<Choice> ranked = index().ranked(shape, 10);
+  ASSERT_GE(ranked.size(), 4u);
+  EXPECT_EQ(ranked[0].config, index().choose(shape).config);
+  EXPECT_EQ(ranked[0].reason, ChoiceReason::nearest);  // vector_config, valid at M=8
+  EXPECT_EQ(ranked[0].config, space_->parse_config(vector_config));
+  EXPECT_EQ(ranked[1].reason, ChoiceReason::nearest);  // the farther tuned entry
+  EXPECT_EQ(ranked[1].config, space_->parse_config(plain_config));
+  // fallbacks[0] is vector_config again: listed once, so fallbacks[1] is next.
+  EXPECT_EQ(ranked[2].reason, ChoiceReason::fallback);
+  EXPECT_EQ(ranked[2].fallback_index, 1u);
+  EXPECT_EQ(ranked[3].reason, ChoiceReason::default_config);
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    SCOPED_TRACE(ranked[i].config_text);
+    EXPECT_TRUE(space_->check(ranked[i].config, shape));
+    EXPECT_EQ(ranked[i].binary, key_for(ranked[i].config_text, "N=1000,M=8", "sm_90"));
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NE(ranked[i].config, ranked[j].config);
+  }
+  EXPECT_EQ(index().ranked(shape, 2).size(), 2u);
+  EXPECT_TRUE(index().ranked(shape, 0).empty());
+}
+
+TEST_F(DispatchIndexTest, RankedOfAShapeNothingCanRunIsOneNone) {
+  std::string text = space_->text();
+  const std::string anchor = "constraints:\n";
+  text.insert(text.rfind(anchor) + anchor.size(), "  - N <= 100000\n");
+  space_ = std::make_unique<SearchSpace>(SearchSpace::parse(text, "small_bounded.yaml", spaces_dir));
+  std::vector<Choice> ranked = index().ranked(space_->parse_shape("N=200000,M=4"), 5);
+  ASSERT_EQ(ranked.size(), 1u);
+  EXPECT_EQ(ranked[0].reason, ChoiceReason::none);
 }
 
 }  // namespace

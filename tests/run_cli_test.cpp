@@ -110,6 +110,33 @@ TEST_F(RunCliTest, PrintsTheNearestValidChoiceAndSaysWhenThereIsNoGpu) {
   EXPECT_NE(text.out.find("why:     "), std::string::npos) << text.out;
 }
 
+TEST_F(RunCliTest, SaysWhatARepairChangedAndWhy) {
+  const Shape s0 = space_->parse_shape("B=2,T=32,H=4,D=16,R=24");
+  std::optional<Config> vector_config;
+  space_->for_each_valid(s0, [&](const Config& c) {
+    if (float4(*space_, c)) vector_config = c;
+    return !vector_config;
+  });
+  ASSERT_TRUE(vector_config);
+  tune(s0, *vector_config, 5.0);
+  Result r = run({"run", space_file.string(), "--shape", "B=2,T=32,H=4,D=16,R=22", "--db", db_.string(), "--json"});
+  EXPECT_EQ(r.code, gpu_ ? 0 : 1) << r.err;
+  nlohmann::json report = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << r.out;
+  EXPECT_EQ(report["choice"]["reason"], "repaired");
+  EXPECT_EQ(report["choice"]["tuned_config"], space_->config_string(*vector_config));
+  ASSERT_EQ(report["choice"]["changes"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["choice"]["changes"][0]["parameter"], "FLOAT4");
+  EXPECT_EQ(report["choice"]["changes"][0]["from"], "true");
+  EXPECT_EQ(report["choice"]["changes"][0]["to"], "false");
+  EXPECT_EQ(report["choice"]["repair"],
+            "FLOAT4 true -> false (constraint 'FLOAT4 == 0 || (R % 4 == 0 && D % 4 == 0)' fails at D=16,R=22)");
+
+  Result text = run({"run", space_file.string(), "--shape", "B=2,T=32,H=4,D=16,R=22", "--db", db_.string()});
+  EXPECT_NE(text.out.find("choice:  repaired"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("repair:  FLOAT4 true -> false"), std::string::npos) << text.out;
+}
+
 TEST_F(RunCliTest, MissingDatabaseAndBadShapeAreInputErrors) {
   Result missing = run({"run", space_file.string(), "--shape", "B=2,T=32,H=4,D=16,R=24", "--db",
                         (dir_ / "absent.db").string()});
