@@ -1,7 +1,8 @@
 // Shape buckets of the flagship space (SHAPE_BUCKETS bucketed): shapes of one
 // bucket share a binary key and shapes of different buckets do not, and
 // bucketed configs compile for sm_90 at shapes with every residue of D and R
-// mod 8 and odd H.  No GPU needed (NVRTC for an explicit architecture); the
+// mod 8 and odd H, and the proposed fallbacks run over issue 13's whole
+// range of shapes.  No GPU needed (NVRTC for an explicit architecture); the
 // results on the GPU are tests/gpu_mla_test.cpp's.
 #include <gtest/gtest.h>
 
@@ -78,6 +79,42 @@ TEST(MlaBuckets, BucketedConfigsCompileForSm90AtOddShapes) {
     ASSERT_TRUE(result.ok()) << what << ": " << result.failure().message;
     EXPECT_FALSE(result.binary().usage.spills()) << what;
   }
+}
+
+// Bucketed configs that can serve every shape of issue 13's range (B 1-8,
+// T 1-4096, H 1-64, D 8-256, R 16-1024), proposed as the space's fallbacks,
+// tried in order: the two-kernel one where T > 256, a 64-query tile where
+// T > 32, and one that runs everywhere (16-query and 16-key tiles, one head
+// per block, no 16-byte loads, no staged weights).  Checked at the corners
+// of the range and the edges of each fallback's T.
+TEST(MlaBuckets, ProposedFallbacksRunOverTheWholeRange) {
+  const SearchSpace space = SearchSpace::load(space_file);
+  const std::string common = "THREADS_PER_QUERY=2,HEADS_PER_BLOCK=1,STAGE_LATENT=true,FLOAT4=false,UNROLL=1,"
+                             "STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,";
+  struct Fallback {
+    std::string config;
+    std::int64_t min_t;  // runs for T >= min_t
+  };
+  const Fallback fallbacks[] = {
+      {common + "ALGORITHM=tf32x3_2k,QUERIES_PER_BLOCK=64,KEY_TILE=32", 257},
+      {common + "ALGORITHM=tf32x3,QUERIES_PER_BLOCK=64,KEY_TILE=16", 33},
+      {common + "ALGORITHM=tf32x3,QUERIES_PER_BLOCK=16,KEY_TILE=16", 1},
+  };
+  int checked = 0;
+  for (const Fallback& f : fallbacks) {
+    const Config config = space.parse_config(f.config);
+    for (std::int64_t b : {1, 8})
+      for (std::int64_t t : {1, 2, 31, 32, 33, 255, 256, 257, 1000, 4096})
+        for (std::int64_t h : {1, 7, 64})
+          for (std::int64_t d : {8, 9, 129, 255, 256})
+            for (std::int64_t r : {16, 17, 513, 1023, 1024}) {
+              const Shape shape{{b, t, h, d, r}};
+              const bool runs = space.check(config, shape).valid && space.geometry(config, shape).valid();
+              EXPECT_EQ(runs, t >= f.min_t) << f.config << " at " << space.shape_string(shape);
+              ++checked;
+            }
+  }
+  EXPECT_EQ(checked, 3 * 2 * 10 * 3 * 5 * 5);
 }
 
 }  // namespace
