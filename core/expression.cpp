@@ -22,6 +22,15 @@ double fn_sqrt(double a) { return std::sqrt(a); }
 double fn_abs(double a) { return std::fabs(a); }
 double fn_min(const double* a, int n) { return *std::min_element(a, a + n); }
 double fn_max(const double* a, int n) { return *std::max_element(a, a + n); }
+// bucket(x, b1, ..., bn): the smallest b_i >= x, or NaN when every b_i < x
+// (a value beyond the last bucket: the config cannot serve that shape).
+double fn_bucket(const double* a, int n) {
+  if (n < 2) throw mu::ParserError("bucket(x, b1, ...) needs x and at least one bucket");
+  double best = std::nan("");
+  for (int i = 1; i < n; ++i)
+    if (a[i] >= a[0] && !(a[i] >= best)) best = a[i];
+  return best;
+}
 
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -42,6 +51,7 @@ void configure(mu::Parser& parser, const ExpressionSymbols& symbols) {
   parser.DefineFun("abs", fn_abs);
   parser.DefineFun("min", fn_min);
   parser.DefineFun("max", fn_max);
+  parser.DefineFun("bucket", fn_bucket);
   for (const auto& [name, value] : symbols.constants) parser.DefineConst(name, value);
 }
 
@@ -160,7 +170,8 @@ void reject_expression_list(const std::string& text) {
 }  // namespace
 
 const std::vector<std::string>& expression_function_names() {
-  static const std::vector<std::string> names = {"min", "max", "ceil", "floor", "sqrt", "abs"};
+  static const std::vector<std::string> names = {"min", "max", "ceil", "floor",
+                                                     "sqrt", "abs", "bucket"};
   return names;
 }
 

@@ -2,7 +2,8 @@
 //
 // An expression language is a symbol table (variable names and named
 // constants) plus a fixed grammar: + - * / % ^, unary - and !, comparisons,
-// && ||, ?:, and the functions min max ceil floor sqrt abs.  muParser objects
+// && ||, ?:, and the functions min max ceil floor sqrt abs bucket (bucket(x,
+// b1, ..., bn): the smallest b_i >= x, NaN when there is none).  muParser objects
 // bind variables by address and keep an evaluation stack, so they are neither
 // copyable nor safe to share between threads: an ExpressionEvaluator owns one
 // parser per expression over its own variable array, and callers give each

@@ -99,6 +99,10 @@ void SearchSpace::Impl::adopt_expressions() {
     if (argument.value) adopt(*argument.value);
   }
   for (Expression& e : constraints) adopt(e);
+  for (CompiledValue& c : compiled) {
+    adopt(c.value);
+    if (c.check) adopt(*c.check);
+  }
   if (prologue) {
     for (Expression& e : prologue->kernel.grid) adopt(e);
     for (Expression& e : prologue->kernel.block) adopt(e);
@@ -189,6 +193,7 @@ void SearchSpace::check_constraint(const std::string& text) const {
   }
   std::vector<std::string> known = impl_->shape_variables;
   for (const Parameter& p : impl_->parameters) known.push_back(p.name);
+  for (const std::string& name : impl_->compiled_shape_variables) known.push_back("SHAPE_" + name);
   for (const std::string& name : used)
     if (std::find(known.begin(), known.end(), name) == known.end())
       fail(find_identifier(text, name),
@@ -280,7 +285,13 @@ std::string SearchSpace::definition_hash() const {
   std::string out = "mlatune space v1\n";
   out += fmt::format("kernel={}\n", s.kernel_name);
   out += fmt::format("shape.variables={}\n", fmt::join(s.shape_variables, ","));
-  out += fmt::format("shape.compiled={}\n", fmt::join(s.compiled_shape_variables, ","));
+  // The list form hashes as it always has, so that stored results of such
+  // spaces stay theirs.
+  if (!s.compiled_as_map)
+    out += fmt::format("shape.compiled={}\n", fmt::join(s.compiled_shape_variables, ","));
+  else
+    for (const CompiledValue& c : s.compiled)
+      out += fmt::format("shape.compiled.{}={}\n", c.name, canonical(c.value));
   for (const Parameter& p : s.parameters)
     out += fmt::format("parameter {}={}\n", p.name, fmt::join(p.text, ","));
   for (const Expression& c : s.constraints) out += fmt::format("constraint {}\n", canonical(c));
@@ -454,6 +465,11 @@ Validity SearchSpace::check(const Config& config, const Shape& shape) const {
   auto evaluator = impl_->lease();
   impl_->bind_shape(*evaluator, shape);
   impl_->bind_config(*evaluator, config);
+  // Compiled values first: a constraint that reads a NaN SHAPE_<name> would
+  // fail with a less telling message.
+  for (const CompiledValue& c : impl_->compiled)
+    if (c.check && !Impl::holds(evaluator->evaluate(SearchSpace::Impl::of(*c.check).id)))
+      return Validity{false, c.check->text(), c.check->where()};
   for (const Expression& constraint : impl_->constraints)
     if (!Impl::holds(evaluator->evaluate(SearchSpace::Impl::of(constraint).id)))
       return Validity{false, constraint.text(), constraint.where()};
@@ -553,22 +569,50 @@ LaunchGeometry SearchSpace::reference_geometry(const Shape& shape) const {
 std::vector<std::pair<std::string, std::string>> SearchSpace::reference_definitions(
     const Shape& shape) const {
   impl_->check_shape(shape);
+  // The reference is always exact: each compiled name that is a shape
+  // variable gets the shape's value, whatever a map form would compile.
   std::vector<std::pair<std::string, std::string>> out;
+  const auto& variables = impl_->shape_variables;
   for (const std::string& name : impl_->compiled_shape_variables) {
-    auto it = std::find(impl_->shape_variables.begin(), impl_->shape_variables.end(), name);
-    out.emplace_back(
-        "SHAPE_" + name,
-        std::to_string(
-            shape.values[static_cast<std::size_t>(it - impl_->shape_variables.begin())]));
+    auto it = std::find(variables.begin(), variables.end(), name);
+    if (it == variables.end()) continue;
+    out.emplace_back("SHAPE_" + name,
+                     std::to_string(shape.values[static_cast<std::size_t>(it - variables.begin())]));
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
+namespace {
+
+// A compiled value as the integer the kernel gets; a value that is not one
+// means the caller compiles a config that cannot run the shape.
+std::string compiled_integer(const SearchSpace& space, const CompiledValue& c, double value,
+                             const Config& config, const Shape& shape) {
+  if (!std::isfinite(value) || value != std::floor(value) || value < 0 || value > 2147483647.0)
+    throw InputError(c.value.where(),
+                     fmt::format("compiled value SHAPE_{} = '{}' is {} for config {} at shape {}; "
+                                 "expected a non-negative integer (the config cannot run this "
+                                 "shape: check() says so)",
+                                 c.name, c.value.text(), value, space.config_string(config),
+                                 space.shape_string(shape)));
+  return std::to_string(static_cast<std::int64_t>(value));
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> SearchSpace::definitions(
     const Config& config, const Shape& shape) const {
-  impl_->check_config(config);
-  auto out = reference_definitions(shape);
+  std::vector<std::pair<std::string, std::string>> out;
+  {
+    auto evaluator = impl_->lease();
+    impl_->bind_shape(*evaluator, shape);
+    impl_->bind_config(*evaluator, config);
+    for (const CompiledValue& c : impl_->compiled)
+      out.emplace_back("SHAPE_" + c.name,
+                       compiled_integer(*this, c, evaluator->evaluate(Impl::of(c.value).id),
+                                        config, shape));
+  }
   for (std::size_t i = 0; i < impl_->parameters.size(); ++i) {
     const Parameter& p = impl_->parameters[i];
     out.emplace_back(p.name, std::to_string(p.numeric[config.choice[i]]));

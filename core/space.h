@@ -58,7 +58,7 @@ std::string_view element_type_name(ElementType);
 
 /// An expression over parameters and shape variables, compiled once
 /// (muParser).  Supports + - * / % ^, comparisons, && || !, ?:, and the
-/// functions min max ceil floor sqrt abs.  Booleans are 0/1.
+/// functions min max ceil floor sqrt abs bucket.  Booleans are 0/1.
 class Expression {
  public:
   Expression();
@@ -70,7 +70,8 @@ class Expression {
 
   const std::string& text() const;
   const SourceLocation& where() const;
-  /// Names of the variables the expression reads.
+  /// Names of the shape variables and parameters the expression reads; a
+  /// compiled value SHAPE_<name> counts as the names its own expression reads.
   const std::vector<std::string>& variables() const;
 
   class Impl;
@@ -183,7 +184,9 @@ class SearchSpace {
   const KernelSource& kernel() const;
   const KernelSource& reference() const;
   const std::vector<std::string>& shape_variables() const;
-  /// The shape variables compiled into the kernel as constants.
+  /// Names of the values compiled into the kernel as SHAPE_<name> (the
+  /// list form of `shape.compiled`: shape variables; the map form: its keys),
+  /// in file order.
   const std::vector<std::string>& compiled_shape_variables() const;
   const std::vector<Shape>& default_shapes() const;
   const std::vector<Argument>& arguments() const;
@@ -240,6 +243,8 @@ class SearchSpace {
   std::string most_restrictive_constraint(const Shape& shape) const;
 
   // ---- evaluation of one config at one shape ---------------------------------
+  /// Invalid where a compiled value is not an integer in [0, 2^31) (e.g.
+  /// bucket() beyond its last bucket) or a constraint does not hold.
   Validity check(const Config& config, const Shape& shape) const;
   /// The main kernel's launch.  Invalid also when the config's prologue runs
   /// at `shape` and its own geometry is invalid (the config cannot run).
@@ -251,10 +256,15 @@ class SearchSpace {
   std::optional<LaunchGeometry> prologue_geometry(const Config& config, const Shape& shape) const;
   LaunchGeometry reference_geometry(const Shape& shape) const;
   /// Preprocessor definitions for the compiler: every parameter as NAME=value
-  /// (named values also as NAME_<value>=index) and every compiled shape variable
-  /// as SHAPE_<NAME>=value.  Sorted by name, so equal configs give equal lists.
+  /// (named values also as NAME_<value>=index) and every compiled value as
+  /// SHAPE_<NAME>=value (evaluated for the config and shape: shapes of one
+  /// bucket give equal lists).  Sorted by name, so equal configs give equal
+  /// lists.  Throws InputError where a compiled value is not a non-negative
+  /// integer (a config that check() rejects at this shape).
   std::vector<std::pair<std::string, std::string>> definitions(const Config& config,
                                                                const Shape& shape) const;
+  /// The reference's definitions: SHAPE_<v>=value for every compiled name
+  /// that is a shape variable (the reference is always compiled exactly).
   std::vector<std::pair<std::string, std::string>> reference_definitions(const Shape& shape) const;
   /// Arguments with their shapes and scalar values evaluated for `shape`.
   std::vector<BoundArgument> bind_arguments(const Shape& shape) const;

@@ -33,6 +33,16 @@ std::vector<std::size_t> parameters_of(const SpaceData& s, const Expression& e) 
   return out;
 }
 
+// What enumeration checks: that each compiled value is one (first, as
+// check() does), then the constraints.
+std::vector<Expression> checked_expressions(const SpaceData& s) {
+  std::vector<Expression> out;
+  for (const CompiledValue& c : s.compiled)
+    if (c.check) out.push_back(*c.check);
+  out.insert(out.end(), s.constraints.begin(), s.constraints.end());
+  return out;
+}
+
 EnumerationPlan make_plan(const SpaceData& s, std::vector<std::size_t> order) {
   const std::size_t count = s.parameters.size();
   EnumerationPlan plan;
@@ -40,7 +50,7 @@ EnumerationPlan make_plan(const SpaceData& s, std::vector<std::size_t> order) {
   std::vector<std::size_t> position(count);
   for (std::size_t d = 0; d < count; ++d) position[plan.order[d]] = d;
   plan.checks.assign(count + 1, {});
-  for (const Expression& constraint : s.constraints) {
+  for (const Expression& constraint : checked_expressions(s)) {
     std::size_t depth = 0;
     for (std::size_t p : parameters_of(s, constraint)) depth = std::max(depth, position[p] + 1);
     plan.checks[depth].push_back(SearchSpace::Impl::of(constraint).id);
@@ -71,7 +81,7 @@ void SearchSpace::Impl::plan_enumeration() {
   lexical = make_plan(*this, declaration);
 
   std::vector<bool> constrained(parameters.size(), false);
-  for (const Expression& constraint : constraints)
+  for (const Expression& constraint : checked_expressions(*this))
     for (std::size_t p : parameters_of(*this, constraint)) constrained[p] = true;
   std::vector<std::size_t> order;
   for (std::size_t p : declaration)

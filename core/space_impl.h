@@ -35,6 +35,21 @@ struct EnumerationPlan {
   std::vector<std::uint64_t> suffix_product;  // size P+1, saturating
 };
 
+/// One value compiled into the kernel as -DSHAPE_<name>=value: the list form
+/// of `shape.compiled` (SHAPE_<v> = v) or an entry of its map form.  Other
+/// expressions read it as SHAPE_<name>: their evaluated text holds the value
+/// expression inlined in parentheses, so enumeration, sampling and checks see
+/// the shape variables and parameters it really depends on.
+struct CompiledValue {
+  std::string name;  // without the SHAPE_ prefix
+  Expression value;  // over shape variables and parameters
+  /// Holds when the value is an integer in [0, 2^31): a config whose value is
+  /// not (bucket() beyond its last bucket gives NaN) cannot run the shape.
+  /// Unset for the list form, whose values are shape variables.
+  std::optional<Expression> check;
+  bool reads_parameters = false;
+};
+
 /// Everything read from the file (copyable).
 struct SpaceData {
   std::string file_name;
@@ -46,7 +61,9 @@ struct SpaceData {
   std::vector<std::string> shape_variables;
   SourceLocation shape_variables_where;  // `shape.variables`, for shape errors
   SourceLocation parameters_where;       // `parameters:`, for config errors
-  std::vector<std::string> compiled_shape_variables;
+  std::vector<std::string> compiled_shape_variables;  // names of `compiled`, in file order
+  std::vector<CompiledValue> compiled;
+  bool compiled_as_map = false;  // `shape.compiled` is a map (else a list, or absent)
   std::vector<Shape> default_shapes;
   std::vector<Argument> arguments;
   std::vector<Parameter> parameters;

@@ -218,11 +218,11 @@ class Reader {
 
   // ---- names ----
   void claim_name(const std::string& name, const std::string& kind, const SourceLocation& where) {
-    static const std::set<std::string> reserved = {"min",  "max", "ceil", "floor",
-                                                   "sqrt", "abs", "true", "false"};
+    static const std::set<std::string> reserved = {"min",  "max", "ceil",   "floor", "sqrt",
+                                                   "abs",  "bucket", "true", "false"};
     if (reserved.count(name))
-      fail(where, fmt::format("{} '{}' is a reserved word (functions min max ceil floor sqrt abs, "
-                              "true, false); expected another name",
+      fail(where, fmt::format("{} '{}' is a reserved word (functions min max ceil floor sqrt abs "
+                              "bucket, true, false); expected another name",
                               kind, name));
     if (auto it = names_.find(name); it != names_.end())
       fail(where,
@@ -244,47 +244,107 @@ class Reader {
            fmt::format("in {} '{}': {}", what, text, error.what()));
     }
     const auto& shape_vars = space_->shape_variables;
+    std::string evaluated = text;
+    std::vector<std::string> depends;
     for (const std::string& name : used) {
+      SourceLocation name_at = inside(node, find_identifier(text, name));
+      if (const CompiledValue* c = compiled_named(name)) {
+        if (scope == Scope::shape_only && c->reads_parameters)
+          fail(name_at, fmt::format("{} '{}' reads {}, which depends on parameters ({}); it may "
+                                    "use shape variables only ({})",
+                                    what, text, name, c->value.text(), fmt::join(shape_vars, ", ")));
+        evaluated = inline_identifier(evaluated, name, "(" + c->value.text() + ")");
+        for (const std::string& v : c->value.variables()) depends.push_back(v);
+        continue;
+      }
+      depends.push_back(name);
       bool is_shape = std::find(shape_vars.begin(), shape_vars.end(), name) != shape_vars.end();
       bool is_parameter = std::any_of(space_->parameters.begin(), space_->parameters.end(),
                                       [&](const Parameter& p) { return p.name == name; });
-      SourceLocation name_at = inside(node, find_identifier(text, name));
       if (!is_shape && !is_parameter) {
         if (scope == Scope::shape_only)
           fail(name_at, fmt::format("unknown name '{}' in {} '{}'; expected a shape variable ({})",
                                     name, what, text, fmt::join(shape_vars, ", ")));
         std::vector<std::string> parameter_names;
         for (const Parameter& p : space_->parameters) parameter_names.push_back(p.name);
+        std::string compiled_names;
+        for (const CompiledValue& c : space_->compiled) compiled_names += ", SHAPE_" + c.name;
         fail(name_at, fmt::format("unknown name '{}' in {} '{}'; expected a shape variable ({}), a "
-                                  "parameter ({}) or a named value",
+                                  "parameter ({}){}{} or a named value",
                                   name, what, text, fmt::join(shape_vars, ", "),
-                                  fmt::join(parameter_names, ", ")));
+                                  fmt::join(parameter_names, ", "),
+                                  compiled_names.empty() ? "" : ", a compiled value",
+                                  compiled_names.empty() ? "" : " (" + compiled_names.substr(2) + ")"));
       }
       if (is_parameter && scope == Scope::shape_only)
         fail(name_at,
              fmt::format("{} '{}' uses parameter '{}'; it may use shape variables only ({})", what,
                          text, name, fmt::join(shape_vars, ", ")));
     }
+    // Variables as the evaluator sees them: a compiled value counts as what
+    // its expression reads.
+    std::vector<std::string> variables;
+    for (const std::string& v : depends)
+      if (std::find(variables.begin(), variables.end(), v) == variables.end()) variables.push_back(v);
+    return make_expression(text, evaluated, where, std::move(variables));
+  }
+
+  Expression make_expression(const std::string& text, const std::string& evaluated,
+                             const SourceLocation& where, std::vector<std::string> variables) {
     Expression e;
     SearchSpace::Impl::of(e).text = text;
     SearchSpace::Impl::of(e).where = where;
-    SearchSpace::Impl::of(e).variables = std::move(used);
+    SearchSpace::Impl::of(e).variables = std::move(variables);
     SearchSpace::Impl::of(e).id = space_->expression_texts.size();
-    space_->expression_texts.push_back(text);
+    space_->expression_texts.push_back(evaluated);
     return e;
   }
 
+  // The compiled value an expression names as SHAPE_<name>, if any.
+  const CompiledValue* compiled_named(const std::string& name) const {
+    if (!name.starts_with("SHAPE_")) return nullptr;
+    for (const CompiledValue& c : space_->compiled)
+      if ("SHAPE_" + c.name == name) return &c;
+    return nullptr;
+  }
+
+  // Offset of the first whole-word occurrence of `name` in `text`, if any.
+  static std::optional<std::size_t> identifier_offset(const std::string& text,
+                                                      const std::string& name) {
+    std::size_t at = find_identifier(text, name);
+    if (text.compare(at, name.size(), name) != 0) return std::nullopt;
+    if (at + name.size() < text.size() && is_name_char(text[at + name.size()])) return std::nullopt;
+    return at;
+  }
+
+  // `text` with every whole-word occurrence of identifier `name` replaced.
+  static std::string inline_identifier(const std::string& text, const std::string& name,
+                                       const std::string& replacement) {
+    std::string out;
+    std::size_t i = 0;
+    while (i < text.size()) {
+      if (!is_name_char(text[i])) {
+        out += text[i++];
+        continue;
+      }
+      std::size_t end = i;
+      while (end < text.size() && is_name_char(text[end])) ++end;
+      std::string word = text.substr(i, end - i);
+      out += word == name ? replacement : word;
+      i = end;
+    }
+    return out;
+  }
+
   Expression constant_zero(const SourceLocation& where) {
-    Expression e;
-    SearchSpace::Impl::of(e).text = "0";
-    SearchSpace::Impl::of(e).where = where;
-    SearchSpace::Impl::of(e).id = space_->expression_texts.size();
-    space_->expression_texts.push_back("0");
-    return e;
+    return make_expression("0", "0", where, {});
   }
 
   // ---- sections ----
   void read_shape(const Entry& entry);
+  void read_compiled_list(const Entry& entry);
+  void read_compiled_map();
+  void add_compiled_check(CompiledValue& c);
   void read_parameters(const Entry& entry);
   void read_arguments(const Entry& entry);
   void read_constraints(const Entry& entry);
@@ -305,11 +365,15 @@ class Reader {
     SourceLocation where;
     std::string message;
     bool reads_shape = true;
+    bool fatal = false;  // wrong at any config and shape: a broken expression
   };
   bool reads_shape(const Expression& e) const;
   std::optional<Failure> launch_failure(const KernelSource& source, const std::string& what,
                                         ExpressionEvaluator& evaluator,
                                         const std::string& shape_text) const;
+  std::optional<Failure> compiled_value_failure(ExpressionEvaluator& evaluator,
+                                                const std::string& config_text,
+                                                const std::string& shape_text) const;
   std::optional<Failure> default_config_failure(ExpressionEvaluator& evaluator,
                                                 const std::string& shape_text) const;
   void check_entry(const std::string& entry, const std::string& what, const SourceLocation& where,
@@ -325,6 +389,7 @@ class Reader {
   std::vector<std::pair<std::size_t, std::vector<SourceLocation>>> pending_values_;
   std::optional<SourceLocation> first_workspace_;  // the role of the first workspace argument
   SourceLocation reference_entry_at_;
+  std::optional<Entry> compiled_map_;  // read once the parameters are known
 };
 
 void Reader::read_shape(const Entry& entry) {
@@ -340,19 +405,10 @@ void Reader::read_shape(const Entry& entry) {
     space_->shape_variables.push_back(name);
   }
   if (auto it = keys.find("compiled"); it != keys.end() && !it->second.value.IsNull()) {
-    for (const YAML::Node& v : list(it->second, "'shape.compiled'")) {
-      std::string name = identifier(v, at(v), "compiled shape variable");
-      const auto& vars = space_->shape_variables;
-      if (std::find(vars.begin(), vars.end(), name) == vars.end())
-        fail(at(v),
-             fmt::format("compiled shape variable '{}' is not a shape variable; expected one "
-                         "of: {}",
-                         name, fmt::join(vars, ", ")));
-      auto& compiled = space_->compiled_shape_variables;
-      if (std::find(compiled.begin(), compiled.end(), name) != compiled.end())
-        fail(at(v), fmt::format("shape variable '{}' is listed twice in 'shape.compiled'", name));
-      compiled.push_back(name);
-    }
+    if (it->second.value.IsMap())
+      compiled_map_ = it->second;  // its expressions may read parameters, not read yet
+    else
+      read_compiled_list(it->second);
   }
   const Entry& defaults = keys.at("defaults");
   const YAML::Node& shapes = list(defaults, "'shape.defaults'");
@@ -372,6 +428,76 @@ void Reader::read_shape(const Entry& entry) {
     }
     space_->default_shapes.push_back(std::move(shape));
   }
+}
+
+// `compiled: [H, D]`: SHAPE_H = H, SHAPE_D = D.
+void Reader::read_compiled_list(const Entry& entry) {
+  for (const YAML::Node& v : list(entry, "'shape.compiled' (a list of shape variables, or a map "
+                                         "from name to expression)")) {
+    std::string name = identifier(v, at(v), "compiled shape variable");
+    const auto& vars = space_->shape_variables;
+    if (std::find(vars.begin(), vars.end(), name) == vars.end())
+      fail(at(v),
+           fmt::format("compiled shape variable '{}' is not a shape variable; expected one "
+                       "of: {}",
+                       name, fmt::join(vars, ", ")));
+    auto& compiled = space_->compiled_shape_variables;
+    if (std::find(compiled.begin(), compiled.end(), name) != compiled.end())
+      fail(at(v), fmt::format("shape variable '{}' is listed twice in 'shape.compiled'", name));
+    compiled.push_back(name);
+    claim_name("SHAPE_" + name, "compiled value", at(v));
+    CompiledValue c;
+    c.name = name;
+    c.value = make_expression(name, name, at(v), {name});
+    space_->compiled.push_back(std::move(c));
+  }
+}
+
+// `compiled: {D: "expression"}`: SHAPE_D = the expression, over shape
+// variables and parameters (not other compiled values, so none reads itself).
+void Reader::read_compiled_map() {
+  SearchSpace::Impl& s = *space_;
+  s.compiled_as_map = true;
+  auto keys = map(compiled_map_->value, at(*compiled_map_), "'shape.compiled'", {}, {});
+  // File order (the map above is sorted by name); every name first, so that
+  // a value that reads any of them is recognized.
+  std::vector<Entry> entries;
+  for (auto it = compiled_map_->value.begin(); it != compiled_map_->value.end(); ++it) {
+    Entry e{it->first, it->second};
+    std::string name = identifier(e.key, at(e.key), "compiled value name");
+    claim_name("SHAPE_" + name, "compiled value", at(e.key));
+    s.compiled_shape_variables.push_back(name);
+    entries.push_back(e);
+  }
+  for (const Entry& e : entries) {
+    const std::string name = e.key.Scalar();
+    const std::string what = fmt::format("compiled value '{}'", name);
+    const std::string text = scalar(e, what);
+    for (const std::string& other : s.compiled_shape_variables)
+      if (auto offset = identifier_offset(text, "SHAPE_" + other))
+        fail(inside(e.value, *offset),
+             fmt::format("{} '{}' reads SHAPE_{}; a compiled value may read shape variables "
+                         "and parameters only{}",
+                         what, text, other, other == name ? " (it would read itself)" : ""));
+    CompiledValue c;
+    c.name = name;
+    c.value = expression(e.value, at(e), what, Scope::full);
+    const auto& vars = c.value.variables();
+    c.reads_parameters = std::any_of(vars.begin(), vars.end(), [&](const std::string& v) {
+      return std::find(s.shape_variables.begin(), s.shape_variables.end(), v) ==
+             s.shape_variables.end();
+    });
+    add_compiled_check(c);
+    s.compiled.push_back(std::move(c));
+  }
+}
+
+void Reader::add_compiled_check(CompiledValue& c) {
+  const std::string v = "(" + c.value.text() + ")";
+  c.check = make_expression(
+      fmt::format("SHAPE_{} = {} is an integer in [0, 2147483647]", c.name, c.value.text()),
+      fmt::format("{0} >= 0 && {0} <= 2147483647 && {0} == floor({0})", v), c.value.where(),
+      c.value.variables());
 }
 
 void Reader::read_parameters(const Entry& entry) {
@@ -694,6 +820,11 @@ void Reader::check_default_shapes() {
     check_arguments_at(*evaluator, shape_text);
     if (auto failure = launch_failure(s.reference, "reference", *evaluator, shape_text))
       fail(failure->where, failure->message);
+    // A compiled value that is never an integer leaves no valid config:
+    // report the expression rather than "no valid config" below.
+    s.bind_config(*evaluator, s.default_config);
+    if (auto failure = compiled_value_failure(*evaluator, "", shape_text); failure && failure->fatal)
+      fail(failure->where, failure->message);
     if (!s.any_valid(shape)) {
       std::uint64_t removed = 0;
       std::size_t c = s.most_restrictive(shape, &removed);
@@ -763,6 +894,7 @@ std::optional<Reader::Failure> Reader::default_config_failure(ExpressionEvaluato
   for (std::size_t i = 0; i < s.parameters.size(); ++i)
     config_text += fmt::format("{}{}={}", i ? "," : "", s.parameters[i].name,
                                s.parameters[i].text[s.default_config.choice[i]]);
+  if (auto failure = compiled_value_failure(evaluator, config_text, shape_text)) return failure;
   for (const Expression& constraint : s.constraints)
     if (!SearchSpace::Impl::holds(evaluator.evaluate(SearchSpace::Impl::of(constraint).id)))
       return Failure{constraint.where(),
@@ -775,6 +907,31 @@ std::optional<Reader::Failure> Reader::default_config_failure(ExpressionEvaluato
   if (s.prologue && (!s.prologue->when || SearchSpace::Impl::holds(evaluator.evaluate(
                                               SearchSpace::Impl::of(*s.prologue->when).id))))
     return launch_failure(s.prologue->kernel, with + " prologue", evaluator, shape_text);
+  return std::nullopt;
+}
+
+// A compiled value that is a finite non-integer (or negative) is a broken
+// expression: fatal.  NaN (bucket() past its last bucket) only means that
+// the default config cannot compile this shape.
+std::optional<Reader::Failure> Reader::compiled_value_failure(ExpressionEvaluator& evaluator,
+                                                              const std::string& config_text,
+                                                              const std::string& shape_text) const {
+  for (const CompiledValue& c : space_->compiled) {
+    if (!c.check) continue;
+    const double v = evaluator.evaluate(SearchSpace::Impl::of(c.value).id);
+    if (SearchSpace::Impl::holds(evaluator.evaluate(SearchSpace::Impl::of(*c.check).id))) continue;
+    if (std::isfinite(v))
+      return Failure{c.value.where(),
+                     fmt::format("compiled value SHAPE_{} = '{}' is {} for the default config at "
+                                 "default shape {}; expected an integer in [0, 2147483647]",
+                                 c.name, c.value.text(), v, shape_text),
+                     false, true};
+    return Failure{c.value.where(),
+                   fmt::format("the default config ({}) cannot compile default shape {}: compiled "
+                               "value SHAPE_{} = '{}' is {}; expected an integer there",
+                               config_text, shape_text, c.name, c.value.text(), v),
+                   reads_shape(c.value)};
+  }
   return std::nullopt;
 }
 
@@ -858,6 +1015,7 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
       for (std::size_t i = 0; i < p.text.size(); ++i)
         s.symbols.constants.emplace_back(p.text[i], static_cast<double>(i));
 
+  if (compiled_map_) read_compiled_map();
   read_arguments(keys.at("arguments"));
   if (auto it = keys.find("constraints"); it != keys.end()) read_constraints(it->second);
 

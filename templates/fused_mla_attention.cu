@@ -35,6 +35,14 @@
 //
 // Compiled in (-D): SHAPE_H, SHAPE_D, SHAPE_R and every parameter of
 // search_spaces/fused_mla_attention.yaml.  B and T are run-time arguments.
+// SHAPE_BUCKETS bucketed (tf32x3 and tf32x3_2k only): SHAPE_H is 0 and
+// SHAPE_D, SHAPE_R are capacities (buckets, multiples of 16), so that one
+// binary serves every shape of a bucket; the actual H, D and R are the
+// run-time arguments of the same names.  Loads zero-fill d >= D and r >= R,
+// loops over D and R stop at the actual extent padded to 8, stores skip
+// d >= D; only shared memory and registers are sized by the capacity.
+// SHAPE_BUCKETS exact: the H, D, R arguments are ignored and every extent is
+// a compile-time constant, so the code is what it was without buckets.
 //
 // Accuracy: strict fp32 (tf32x3: see above).  __expf (ex2.approx after a
 // multiply by log2 e) is used for the softmax weights: its relative error is
@@ -52,7 +60,8 @@
     !defined(ALGORITHM_tf32x3_2k) || \
     !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
-    !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS)
+    !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
+    !defined(SHAPE_BUCKETS) || !defined(SHAPE_BUCKETS_bucketed)
 #error "fused_mla_attention needs every parameter of its search space as -D"
 #endif
 
@@ -75,11 +84,16 @@ constexpr bool kStage = STAGE_LATENT != 0;
 constexpr int kKeyTile = KEY_TILE;
 constexpr int kVec = FLOAT4 ? 4 : 1;  // floats per load
 constexpr int kUnroll = UNROLL;       // keys per online-softmax step
+constexpr bool kBucketed = SHAPE_BUCKETS == SHAPE_BUCKETS_bucketed;
 
 static_assert(kTpq >= 1 && kTpq <= 32 && (kTpq & (kTpq - 1)) == 0,
               "THREADS_PER_QUERY must be a power of two <= 32");
 static_assert(kThreads <= 1024, "block larger than 1024 threads");
-static_assert(kH % kHpb == 0, "HEADS_PER_BLOCK must divide H");
+static_assert(kBucketed || kH % kHpb == 0, "HEADS_PER_BLOCK must divide H");
+static_assert(!kBucketed || (kTc && kH == 0 && kD % 16 == 0 && kR % 16 == 0 && kD > 0 && kR > 0),
+              "SHAPE_BUCKETS bucketed is tf32x3's: H at run time (SHAPE_H 0), SHAPE_D and "
+              "SHAPE_R capacities that are multiples of 16");
+static_assert(kBucketed || (kH > 0 && kD > 0 && kR > 0), "exact needs SHAPE_H, SHAPE_D, SHAPE_R > 0");
 static_assert(kKeyTile % kUnroll == 0, "UNROLL must divide KEY_TILE");
 static_assert(kVec == 1 || (kR % 4 == 0 && kD % 4 == 0), "FLOAT4 needs R % 4 == 0 and D % 4 == 0");
 static_assert(!kExpanded || kD % (kTpq * kVec) == 0,
@@ -125,8 +139,36 @@ constexpr unsigned kSmemBytes = 4u * (kLatentTileFloats + kKvTileFloats + (k2k ?
 // head, and the staged weights.
 constexpr unsigned kExpandSmemBytes =
     4u * (kKeyTile * kLs + 2 * kHpb * kKeyTile * kKs + kWeightFloats);
-// The workspace: per (b, h) the rows s of [K | V], 2 kDp floats each.
-constexpr int kWsRow = 2 * kDp;
+
+// The problem's extents as the tf32x3 code uses them: compile-time constants
+// (exact), or the run-time arguments (bucketed), with D and R padded to the
+// MMA's 8.  In exact configs every field is a constant after inlining, so the
+// code is the same as with the constants written out.
+struct Dims {
+  int h, d, r;  // H, D, R
+  int dp, rp;   // D and R padded to 8 (<= kDp, kRp)
+  int ws_row;   // floats per workspace row [K | V]: 2 dp (tf32x3_2k)
+};
+
+// Whether a bucketed binary can serve the run-time H, D and R (always in
+// exact configs, which ignore them).
+__device__ __forceinline__ bool dims_fit(const Dims& dims) {
+  if constexpr (kBucketed) {
+    return dims.h >= kHpb && dims.h % kHpb == 0 && dims.d >= 1 && dims.d <= kD && dims.r >= 1 &&
+           dims.r <= kR;
+  } else {
+    return true;
+  }
+}
+
+__device__ __forceinline__ Dims make_dims(int H, int D, int R) {
+  if constexpr (kBucketed) {
+    const int dp = (D + 7) / 8 * 8;
+    return Dims{H, D, R, dp, (R + 7) / 8 * 8, 2 * dp};
+  } else {
+    return Dims{kH, kD, kR, kDp, kRp, 2 * kDp};
+  }
+}
 
 // Optional cross-checks of the YAML's launch expressions (scripts/check-templates
 // passes what the space evaluates to): a mismatch is a compile error.
@@ -649,21 +691,33 @@ __device__ __forceinline__ void cp_async(float* dst, const float* src, bool vali
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
-// Starts copying rows [0, rows) x columns [0, kPad) of a row-major global
-// matrix (row stride ld; rows below row_end and columns below kCols exist)
+// Starts copying rows [0, rows) x columns [0, pad) of a row-major global
+// matrix (row stride ld; rows below row_end and columns below cols exist)
 // into a shared tile of row stride `stride`; the rest of the tile is zero.
-template <int kCols, int kPad>
+// (cols and pad are constants in exact configs: the divisions below are by
+// constants there.)
 __device__ __forceinline__ void stage_rows_async(float* tile, int stride, const float* src,
-                                                 long long ld, int rows, int row_end, int tid) {
-  constexpr int kRowVecs = kPad / kVec;
-  const int total = rows * kRowVecs;
+                                                 long long ld, int rows, int row_end, int cols,
+                                                 int pad, int tid) {
+  const int row_vecs = pad / kVec;
+  const int total = rows * row_vecs;
   for (int idx = tid; idx < total; idx += kThreads) {
-    const int row = idx / kRowVecs;
-    const int col = (idx - row * kRowVecs) * kVec;
-    const bool valid = row < row_end && col < kCols;  // kVec == 4 implies kCols % 4 == 0
+    const int row = idx / row_vecs;
+    const int col = (idx - row * row_vecs) * kVec;
+    const bool valid = row < row_end && col < cols;  // kVec == 4 implies cols % 4 == 0
     cp_async(tile + row * stride + col, valid ? src + row * ld + col : src, valid);
   }
 }
+
+// The expansion (tc_expand, below) works on kNPair column groups of 8 at a
+// time: the column groups that cover D padded to 8 (kDGroups / kNPair in
+// exact configs), and the columns they span (<= kDp: bucketed capacities
+// are multiples of 16).
+constexpr int kMTiles = kKeyTile / 16;
+constexpr int kDGroups = kDp / 8;
+constexpr int kNPair = kDGroups % 2 == 0 ? 2 : 1;
+__device__ __forceinline__ int tc_pairs(const Dims& dims) { return (dims.dp / 8 + kNPair - 1) / kNPair; }
+__device__ __forceinline__ int tc_columns(const Dims& dims) { return tc_pairs(dims) * kNPair * 8; }
 
 // Weights staged per head (STAGE_WEIGHTS): w_up_k and w_up_v slices of
 // kRp x kDp, row stride kWs, which is 8 or 24 mod 32 so that the B fragment
@@ -672,14 +726,16 @@ constexpr bool kStageW = STAGE_WEIGHTS != 0;
 constexpr int kWs = kWsPad;
 
 // Starts copying head h0 + i's w_up_k and w_up_v slices into their places in
-// the staged weights (STAGE_WEIGHTS).
+// the staged weights (STAGE_WEIGHTS): rp rows of the expansion's column
+// extent (tc_columns), zeros beyond D and R.
 __device__ __forceinline__ void stage_head_weights_async(float* wtile, const float* w_up_k,
                                                          const float* w_up_v, int h0, int i,
-                                                         int tid) {
-  stage_rows_async<kD, kDp>(wtile + (i * 2) * kRp * kWs, kWs, w_up_k + (h0 + i) * kD,
-                            static_cast<long long>(kH) * kD, kRp, kR, tid);
-  stage_rows_async<kD, kDp>(wtile + (i * 2 + 1) * kRp * kWs, kWs, w_up_v + (h0 + i) * kD,
-                            static_cast<long long>(kH) * kD, kRp, kR, tid);
+                                                         const Dims& dims, int tid) {
+  const long long ld = static_cast<long long>(dims.h) * dims.d;
+  stage_rows_async(wtile + (i * 2) * kRp * kWs, kWs, w_up_k + (h0 + i) * dims.d, ld, dims.rp, dims.r,
+                   dims.d, tc_columns(dims), tid);
+  stage_rows_async(wtile + (i * 2 + 1) * kRp * kWs, kWs, w_up_v + (h0 + i) * dims.d, ld, dims.rp, dims.r,
+                   dims.d, tc_columns(dims), tid);
 }
 
 // K and V tiles (kKeyTile x kDp per head) = latent tile (kKeyTile x kRp) .
@@ -690,23 +746,21 @@ __device__ __forceinline__ void stage_head_weights_async(float* wtile, const flo
 // nearest, and that error grows with the length of the chain (measured here:
 // relative L2 ~2e-8 R with one chain over R); each chunk of kRChunk latent
 // columns is therefore summed in fresh registers and added with an fp32 add.
-constexpr int kMTiles = kKeyTile / 16;
-constexpr int kDGroups = kDp / 8;
-constexpr int kNPair = kDGroups % 2 == 0 ? 2 : 1;
-constexpr int kExpUnits = kHpb * 2 * (kDGroups / kNPair);
 constexpr int kWarps = kThreads / 32;
 constexpr int kRChunk = 32;
 
 __device__ __forceinline__ void tc_expand(const float* __restrict__ w_up_k,
                                           const float* __restrict__ w_up_v, const float* wtile,
                                           const float* lat_tile, float* ktile, float* vtile,
-                                          int h0, int warp, int g, int c) {
-  for (int unit = warp; unit < kExpUnits; unit += kWarps) {
-    const int group = unit % (kDGroups / kNPair);
-    const int rest = unit / (kDGroups / kNPair);
+                                          int h0, int warp, int g, int c, const Dims& dims) {
+  const int pairs = tc_pairs(dims);
+  const int units = kHpb * 2 * pairs;
+  for (int unit = warp; unit < units; unit += kWarps) {
+    const int group = unit % pairs;
+    const int rest = unit / pairs;
     const bool is_v = rest % 2 != 0;
     const int hl = rest / 2;
-    const float* w = (is_v ? w_up_v : w_up_k) + (h0 + hl) * kD;
+    const float* w = (is_v ? w_up_v : w_up_k) + (h0 + hl) * dims.d;
     const float* ws = wtile + (hl * 2 + (is_v ? 1 : 0)) * kRp * kWs;
     float acc[kMTiles][kNPair][4];
 #pragma unroll
@@ -716,7 +770,7 @@ __device__ __forceinline__ void tc_expand(const float* __restrict__ w_up_k,
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[m][j][e] = 0.0f;
 #pragma unroll 1
-    for (int kc = 0; kc < kRp; kc += kRChunk) {
+    for (int kc = 0; kc < dims.rp; kc += kRChunk) {
       float part[kMTiles][kNPair][4];
 #pragma unroll
       for (int m = 0; m < kMTiles; ++m)
@@ -726,7 +780,7 @@ __device__ __forceinline__ void tc_expand(const float* __restrict__ w_up_k,
           for (int e = 0; e < 4; ++e) part[m][j][e] = 0.0f;
 #pragma unroll
       for (int k0 = kc; k0 < kc + kRChunk; k0 += 8) {
-        if (k0 >= kRp) break;
+        if (k0 >= dims.rp) break;
         unsigned bh[kNPair][2], bl[kNPair][2];
 #pragma unroll
         for (int j = 0; j < kNPair; ++j) {
@@ -738,7 +792,8 @@ __device__ __forceinline__ void tc_expand(const float* __restrict__ w_up_k,
             if constexpr (kStageW) {
               x = ws[r * kWs + d];
             } else {
-              x = (d < kD && r < kR) ? __ldg(w + static_cast<long long>(r) * (kH * kD) + d) : 0.0f;
+              x = (d < dims.d && r < dims.r) ? __ldg(w + static_cast<long long>(r) * (dims.h * dims.d) + d)
+                                       : 0.0f;
             }
             split_tf32(x, bh[j][e], bl[j][e]);
           }
@@ -779,7 +834,8 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
                                        const float* __restrict__ w_up_k,
                                        const float* __restrict__ w_up_v, float* __restrict__ out,
                                        const float* __restrict__ kv_ws, int T, float scale, int b,
-                                       int t0, int h0, int s_end, int tid, float* smem) {
+                                       int t0, int h0, int s_end, int tid, float* smem,
+                                       const Dims& dims) {
   const int warp = tid / 32;
   const int g = (tid % 32) / 4;
   const int c = tid % 4;
@@ -795,33 +851,33 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
   float* vtile = ktile + kKvFloats;
   float* qtile = k2k ? smem + 4 * kKvFloats : vtile + kKvFloats;
   float* wtile = qtile + kHpb * kQpb * kKs;  // kWeightFloats (STAGE_WEIGHTS)
-  const float* lat_b = kv_latent + static_cast<long long>(b) * T * kR;
+  const float* lat_b = kv_latent + static_cast<long long>(b) * T * dims.r;
   // K and V rows [s0, s0 + kKeyTile) of the block's heads from the
   // workspace into buffer `buf` (tf32x3_2k).
   auto load_kv = [&](int s0, int buf) {
 #pragma unroll 1
     for (int i = 0; i < kHpb; ++i) {
       const float* src =
-          kv_ws + ((static_cast<long long>(b) * kH + h0 + i) * T + s0) * kWsRow;
+          kv_ws + ((static_cast<long long>(b) * dims.h + h0 + i) * T + s0) * dims.ws_row;
       float* kdst = smem + buf * 2 * kKvFloats + i * kKeyTile * kKs;
-      stage_rows_async<kDp, kDp>(kdst, kKs, src, kWsRow, kKeyTile, s_end - s0, tid);
-      stage_rows_async<kDp, kDp>(kdst + kKvFloats, kKs, src + kDp, kWsRow, kKeyTile, s_end - s0,
-                                 tid);
+      stage_rows_async(kdst, kKs, src, dims.ws_row, kKeyTile, s_end - s0, dims.dp, dims.dp, tid);
+      stage_rows_async(kdst + kKvFloats, kKs, src + dims.dp, dims.ws_row, kKeyTile, s_end - s0, dims.dp,
+                       dims.dp, tid);
     }
   };
 
   // One round trip for everything the first key tile needs.
 #pragma unroll 1
   for (int i = 0; i < kHpb; ++i) {
-    stage_rows_async<kD, kDp>(qtile + i * kQpb * kKs, kKs,
-                              q + ((static_cast<long long>(b) * T + t0) * kH + h0 + i) * kD,
-                              static_cast<long long>(kH) * kD, kQpb, T - t0, tid);
-    if constexpr (kStageW && !k2k) stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, tid);
+    stage_rows_async(qtile + i * kQpb * kKs, kKs,
+                     q + ((static_cast<long long>(b) * T + t0) * dims.h + h0 + i) * dims.d,
+                     static_cast<long long>(dims.h) * dims.d, kQpb, T - t0, dims.d, dims.dp, tid);
+    if constexpr (kStageW && !k2k) stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, dims, tid);
   }
   if constexpr (k2k) {
     load_kv(0, 0);
   } else {
-    stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b, kR, kKeyTile, s_end, tid);
+    stage_rows_async(lat_tile, kLs, lat_b, dims.r, kKeyTile, s_end, dims.r, dims.rp, tid);
   }
   cp_async_commit();
 
@@ -854,12 +910,11 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       }
     } else {
       __syncthreads();  // the latent tile (and queries, weights) landed; K, V free
-      tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c);
+      tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c, dims);
       __syncthreads();  // K and V ready; the latent tile is free
       if (s0 + kKeyTile < s_end) {
-        stage_rows_async<kR, kRp>(lat_tile, kLs,
-                                  lat_b + static_cast<long long>(s0 + kKeyTile) * kR, kR,
-                                  kKeyTile, s_end - s0 - kKeyTile, tid);
+        stage_rows_async(lat_tile, kLs, lat_b + static_cast<long long>(s0 + kKeyTile) * dims.r, dims.r,
+                         kKeyTile, s_end - s0 - kKeyTile, dims.r, dims.rp, tid);
         cp_async_commit();
       }
       ks = ktile + hl * kKeyTile * kKs;
@@ -877,6 +932,7 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
 #pragma unroll
     for (int k0 = 0; k0 < kDp; k0 += 8) {
+      if (k0 >= dims.dp) break;  // bucketed: past the actual D (never in exact configs)
       unsigned ah[4], al[4];
       load_a_split(qs, kKs, k0, g, c, ah, al);
 #pragma unroll
@@ -940,6 +996,7 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       const float* vp = vs + (n * 8 + 2 * c) * kKs + g;
 #pragma unroll
       for (int j = 0; j < kDGroups; ++j) {
+        if (j * 8 >= dims.dp) break;  // bucketed: past the actual D
         unsigned bh[2], bl[2];
         split_tf32(vp[j * 8], bh[0], bl[0]);
         split_tf32(vp[kKs + j * 8], bh[1], bl[1]);
@@ -957,17 +1014,20 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
     const int t = row0 + g + 8 * r;
     if (t >= T) continue;
     const float inv_l = 1.0f / l;
-    float* dst = out + ((static_cast<long long>(b) * T + t) * kH + h) * kD;
+    float* dst = out + ((static_cast<long long>(b) * T + t) * dims.h + h) * dims.d;
+    // float2 stores need an even D (8-byte aligned rows); bucketed: decided
+    // at run time.
+    const bool even_d = kBucketed ? dims.d % 2 == 0 : kD % 2 == 0;
 #pragma unroll
     for (int j = 0; j < kDGroups; ++j) {
       const int d = j * 8 + 2 * c;
       const float x0 = o[j][2 * r] * inv_l;
       const float x1 = o[j][2 * r + 1] * inv_l;
-      if constexpr (kD % 2 == 0) {
-        if (d < kD) *reinterpret_cast<float2*>(dst + d) = make_float2(x0, x1);
+      if (even_d) {
+        if (d < dims.d) *reinterpret_cast<float2*>(dst + d) = make_float2(x0, x1);
       } else {
-        if (d < kD) dst[d] = x0;
-        if (d + 1 < kD) dst[d + 1] = x1;
+        if (d < dims.d) dst[d] = x0;
+        if (d + 1 < dims.d) dst[d + 1] = x1;
       }
     }
   }
@@ -977,14 +1037,17 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
 
 // The prologue of tf32x3_2k (launched first, on the same stream, with the
 // same arguments): K and V of every (b, h, s) into kv_ws, laid out as
-// [B][H][T][K | V] with rows of 2 kDp floats (the padding columns are zero).
+// [B][H][T][K | V] with rows of 2 x (D padded to 8) floats (the padding
+// columns are zero; bucketed: D is the run-time D, as in the YAML's shape of
+// kv_ws, not the capacity).
 // Launch: grid [ceil(T / KEY_TILE) * (H / HEADS_PER_BLOCK) * B], the main
 // kernel's block, dynamic shared memory mla::kExpandSmemBytes; anything else
 // traps.  Other algorithms never launch it.
 extern "C" __global__ void __launch_bounds__(mla::kThreads, 1)
 fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_latent,
                     const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
-                    float* __restrict__ out, float* __restrict__ kv_ws, int B, int T, float scale) {
+                    float* __restrict__ out, float* __restrict__ kv_ws, int B, int T, float scale,
+                    int H, int D, int R) {
   using namespace mla;
   if constexpr (!k2k) {
     __trap();
@@ -997,12 +1060,14 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
         dynamic_smem < kExpandSmemBytes)
       __trap();
 
-    constexpr int kHeadGroups = kH / kHpb;
+    const Dims dims = make_dims(H, D, R);
+    if (!dims_fit(dims)) __trap();
+    const int head_groups = dims.h / kHpb;
     const int ntiles = (T + kKeyTile - 1) / kKeyTile;
     const int tile = blockIdx.x % ntiles;
     const int rest = blockIdx.x / ntiles;
-    const int hg = rest % kHeadGroups;
-    const int b = rest / kHeadGroups;
+    const int hg = rest % head_groups;
+    const int b = rest / head_groups;
     if (b >= B) return;  // whole block
     const int s0 = tile * kKeyTile;
     const int h0 = hg * kHpb;
@@ -1015,30 +1080,32 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
     float* ktile = lat_tile + kKeyTile * kLs;
     float* vtile = ktile + kHpb * kKeyTile * kKs;
     float* wtile = vtile + kHpb * kKeyTile * kKs;
-    const float* lat_b = kv_latent + static_cast<long long>(b) * T * kR;
+    const float* lat_b = kv_latent + static_cast<long long>(b) * T * dims.r;
     if constexpr (kStageW) {
 #pragma unroll 1
-      for (int i = 0; i < kHpb; ++i) stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, tid);
+      for (int i = 0; i < kHpb; ++i)
+        stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, dims, tid);
     }
-    stage_rows_async<kR, kRp>(lat_tile, kLs, lat_b + static_cast<long long>(s0) * kR, kR, kKeyTile,
-                              T - s0, tid);
+    stage_rows_async(lat_tile, kLs, lat_b + static_cast<long long>(s0) * dims.r, dims.r, kKeyTile,
+                     T - s0, dims.r, dims.rp, tid);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
-    tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c);
+    tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c, dims);
     __syncthreads();
 
     // Out in 16-byte pieces: consecutive threads write consecutive columns.
     const int rows = min(kKeyTile, T - s0);
-    constexpr int kRowVecs = kWsRow / 4;
-    for (int idx = tid; idx < kHpb * kKeyTile * kRowVecs; idx += kThreads) {
-      const int col = (idx % kRowVecs) * 4;
-      const int r = (idx / kRowVecs) % kKeyTile;
-      const int i = idx / (kRowVecs * kKeyTile);
+    const int row_vecs = dims.ws_row / 4;
+    for (int idx = tid; idx < kHpb * kKeyTile * row_vecs; idx += kThreads) {
+      const int col = (idx % row_vecs) * 4;
+      const int r = (idx / row_vecs) % kKeyTile;
+      const int i = idx / (row_vecs * kKeyTile);
       if (r >= rows) continue;
-      const float* src = (col < kDp ? ktile + col : vtile + (col - kDp)) + (i * kKeyTile + r) * kKs;
+      const float* src =
+          (col < dims.dp ? ktile + col : vtile + (col - dims.dp)) + (i * kKeyTile + r) * kKs;
       *reinterpret_cast<float4*>(
-          kv_ws + ((static_cast<long long>(b) * kH + h0 + i) * T + s0 + r) * kWsRow + col) =
+          kv_ws + ((static_cast<long long>(b) * dims.h + h0 + i) * T + s0 + r) * dims.ws_row + col) =
           *reinterpret_cast<const float4*>(src);
     }
   }
@@ -1053,7 +1120,7 @@ extern "C" __global__ void __launch_bounds__(mla::kThreads, 1)
 fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_latent,
                     const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
                     float* __restrict__ out, const float* __restrict__ kv_ws, int B, int T,
-                    float scale) {
+                    float scale, int H, int D, int R) {
   using namespace mla;
   extern __shared__ float4 smem_f4[];
   float* smem = reinterpret_cast<float*>(smem_f4);
@@ -1064,17 +1131,22 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
                            static_cast<long long>(dynamic_smem) >= static_cast<long long>(kSmemBytes);
   if (!geometry_ok) __trap();
 
+  // Bucketed: a shape beyond the binary's capacity is the caller's error
+  // (the space's check() rejects it); trap rather than write out of bounds.
+  const Dims dims = make_dims(H, D, R);
+  if (!dims_fit(dims)) __trap();
+
   // Block -> (query tile, head group, batch); the heaviest (last) query tiles
   // get the lowest block numbers so they start first.
-  constexpr int kHeadGroups = kH / kHpb;
+  const int head_groups = dims.h / kHpb;
   const int ntiles = (T + kQpb - 1) / kQpb;
-  const int per_tile = kHeadGroups * B;
+  const int per_tile = head_groups * B;
   const int bid = blockIdx.x;
   const int tile_rank = bid / per_tile;
   if (tile_rank >= ntiles) return;  // whole block: no barrier is skipped
   const int rest = bid - tile_rank * per_tile;
-  const int hg = rest % kHeadGroups;
-  const int b = rest / kHeadGroups;
+  const int hg = rest % head_groups;
+  const int b = rest / head_groups;
   const int t0 = (ntiles - 1 - tile_rank) * kQpb;
 
   // Thread -> (lane, query, head): lanes fastest, then queries, so a warp
@@ -1088,7 +1160,8 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
   const int s_end = min(T, t0 + kQpb);  // keys the block needs: s < s_end
 
   if constexpr (kTc) {
-    tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem);
+    tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem,
+           dims);
   } else if constexpr (kExpanded) {
     expanded(q, kv_latent, w_up_k, w_up_v, out, T, scale, b, t, hg * kHpb, hl, active, s_end,
              tid, lane, smem);

@@ -32,6 +32,21 @@ std::size_t error_offset(const std::string& text, std::string* message = nullptr
   return std::string::npos;
 }
 
+// bucket(x, b1, ...): the smallest bucket that holds x, NaN past the last
+// one (the compiled capacity of a shape-bucketed config).
+TEST(Expression, BucketIsTheSmallestBucketThatHoldsX) {
+  EXPECT_EQ(value_of("bucket(A, 4, 8, 16)"), 8.0);            // A = 7
+  EXPECT_EQ(value_of("bucket(A, 4, 7, 16)"), 7.0);            // equal is enough
+  EXPECT_EQ(value_of("bucket(A, 16, 8, 32)"), 8.0);           // order does not matter
+  EXPECT_EQ(value_of("bucket(B, 16, 32)"), 16.0);             // B = 2: the first
+  EXPECT_TRUE(std::isnan(value_of("bucket(A, 2, 4, 6)")));    // past the last
+  EXPECT_EQ(value_of("bucket(A, 2, 4, 6) >= 0"), 0.0);       // NaN compares false
+  EXPECT_EQ(value_of("C == 0 ? A : bucket(A, 16)", 7, 2, 1), 16.0);
+  std::string message;
+  EXPECT_EQ(error_offset("bucket(A)", &message), 0u);
+  EXPECT_NE(message.find("at least one bucket"), std::string::npos) << message;
+}
+
 TEST(Expression, ArithmeticIsRealAndPercentIsFmod) {
   EXPECT_DOUBLE_EQ(value_of("A / B"), 3.5);
   EXPECT_DOUBLE_EQ(value_of("A % B"), 1.0);

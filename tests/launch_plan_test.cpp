@@ -380,11 +380,15 @@ TEST(LaunchPlanEquivalence, FlagshipSpaceOverManyConfigsAndShapes) {
   Coverage coverage;
   for (const char* text : {"B=2,T=32,H=4,D=16,R=24", "B=4,T=256,H=8,D=32,R=64",
                            "B=4,T=1024,H=16,D=64,R=128", "B=2,T=2048,H=32,D=64,R=256",
-                           "B=1,T=4096,H=16,D=128,R=512", "B=3,T=77,H=5,D=24,R=40"}) {
+                           "B=1,T=4096,H=16,D=128,R=512", "B=3,T=77,H=5,D=24,R=40",
+                           "B=4,T=300,H=16,D=64,R=131", "B=1,T=777,H=3,D=57,R=203"}) {
     const Shape shape = space.parse_shape(text);
     for (const Config& config : sample_configs(space, shape, 120)) expect_same_launch(space, config, shape, coverage);
     // The two-kernel algorithm, whose prologue fills the workspace.
     for (const Config& config : sample_configs(space, shape, 40, {"ALGORITHM == tf32x3_2k"}))
+      expect_same_launch(space, config, shape, coverage);
+    // Shape-bucketed binaries, whose shared memory follows the bucket.
+    for (const Config& config : sample_configs(space, shape, 20, {"SHAPE_BUCKETS == bucketed"}))
       expect_same_launch(space, config, shape, coverage);
   }
   EXPECT_GT(coverage.launches, 500);
@@ -403,12 +407,16 @@ TEST(LaunchPlanEquivalence, FlagshipWorkspaceAndScalarsAreWhatTheSpaceSays) {
   // kv_ws is [B, H, T, 2, 8 * ceil(D / 8)] float32.
   EXPECT_EQ(plan.steps.workspace_bytes, std::vector<std::int64_t>{4 * 8 * 1024 * 2 * 32 * 4});
   const std::vector<ArgumentSlot>& slots = plan.arguments.slots;
-  ASSERT_EQ(slots.size(), 9u);
+  ASSERT_EQ(slots.size(), 12u);
   EXPECT_EQ(slots[6].packed, 4u);    // B
   EXPECT_EQ(slots[7].packed, 1024u);  // T
   float scale = 0;
   std::memcpy(&scale, &slots[8].packed, sizeof scale);
   EXPECT_EQ(scale, static_cast<float>(1.0 / std::sqrt(32.0)));
+  // The run-time H, D, R that shape-bucketed binaries read.
+  EXPECT_EQ(slots[9].packed, 8u);
+  EXPECT_EQ(slots[10].packed, 32u);
+  EXPECT_EQ(slots[11].packed, 64u);
   EXPECT_EQ(slots[4].index, 4);  // out: the fifth of the caller's buffers
   EXPECT_EQ(slots[5].role, ArgumentRole::workspace);
 }
