@@ -1,6 +1,7 @@
 // mlatune cache warm: compile ahead of time every binary the dispatcher may
 // choose for a range of shapes (tuner/warm.h), so that first calls inside it
 // load a stored cubin instead of waiting for NVRTC.
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -30,7 +31,9 @@ struct WarmCommandOptions {
   std::string arch;
   std::string device;
   unsigned jobs = 0;
-  std::uint64_t max_probes = default_max_probe_shapes;
+  std::size_t max_binaries = default_max_binaries_per_config;
+  std::size_t samples = default_coverage_samples;
+  std::uint64_t seed = 1;
   bool json = false;
   bool quiet = false;
 };
@@ -64,37 +67,88 @@ DeviceInfo warm_device(Store& store, const SearchSpace& space, const WarmCommand
   return device;
 }
 
+nlohmann::json configs_json(const SearchSpace& space, const WarmPlan& plan) {
+  nlohmann::json configs = nlohmann::json::array();
+  for (const PlannedConfig& p : plan.configs)
+    configs.push_back({{"config", space.config_string(p.binaries.config)}, {"origin", p.origin},
+                       {"warmable", p.binaries.warmable}, {"tuples", p.binaries.tuples},
+                       {"varying", p.binaries.varying}, {"binaries", p.binaries.shapes.size()},
+                       {"never_valid", p.binaries.never_valid}});
+  return configs;
+}
+
+nlohmann::json coverage_json(const CoverageReport& c) {
+  nlohmann::json standing = nlohmann::json::array();
+  for (const StandingCoverage& s : c.standing)
+    standing.push_back({{"origin", s.origin}, {"config", s.config_text}, {"ready", s.ready}});
+  return {{"sampled", c.sampled},       {"corners", c.corners},       {"seed", c.seed},
+          {"uncovered", c.uncovered},   {"unrunnable", c.unrunnable}, {"examples", c.examples},
+          {"guaranteed", c.guaranteed()}, {"standing", standing}};
+}
+
 nlohmann::json report_json(const SearchSpace& space, const DeviceInfo& device, const ShapeBox& box,
                            const WarmReport& r) {
-  nlohmann::json probes = nlohmann::json::object();
-  for (const VariableProbes& v : r.plan.probes.variables) probes[v.name] = v.values.size();
-  nlohmann::json reasons = nlohmann::json::object();
-  for (const auto& [reason, count] : r.plan.reasons) reasons[std::string(to_string(reason))] = count;
-  return {{"kernel", space.kernel_name()},  {"arch", device.arch},
+  return {{"kernel", space.kernel_name()},   {"arch", device.arch},
           {"device", device.name},           {"range", box.text(space)},
-          {"probe_values", probes},          {"tuned_shapes_inside", r.plan.probes.tuned_inside.size()},
-          {"probe_shapes", r.plan.probes.count()}, {"choices", reasons},
-          {"binaries", r.plan.binaries.size()},    {"already_stored", r.already_stored},
-          {"compiled", r.compiled},          {"failed", r.failed},
-          {"first_failure", r.first_failure}, {"seconds", r.seconds}};
+          {"configs", configs_json(space, r.plan)}, {"binaries", r.plan.binaries.size()},
+          {"already_stored", r.already_stored}, {"compiled", r.compiled},
+          {"failed", r.failed},              {"first_failure", r.first_failure},
+          {"coverage", coverage_json(r.coverage)}, {"seconds", r.seconds}};
+}
+
+/// Counts by origin, and one line per config that is not warmable (the
+/// first few: --json lists them all).
+void print_configs(const SearchSpace& space, const WarmPlan& plan) {
+  constexpr std::size_t shown = 8;
+  std::map<std::string, std::size_t> warmable;
+  std::vector<const PlannedConfig*> not_warmable;
+  std::uint64_t never_valid = 0;
+  for (const PlannedConfig& p : plan.configs) {
+    if (p.binaries.warmable) ++warmable[p.origin.substr(0, p.origin.find(' '))];
+    else not_warmable.push_back(&p);
+    never_valid += p.binaries.never_valid;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [origin, count] : warmable) parts.push_back(fmt::format("{} {}", count, origin));
+  fmt::print("candidate configs  {} ({} warmable: {}; {} compiled-value tuples where a config cannot run skipped)\n",
+             plan.configs.size(), plan.configs.size() - not_warmable.size(), fmt::join(parts, ", "), never_valid);
+  fmt::print("not warmable       {}{}\n", not_warmable.size(),
+             not_warmable.empty() ? "" : " (too many binaries over this range: a first call runs a warmed stand-in "
+                                         "while the exact binary compiles in the background)");
+  for (std::size_t i = 0; i < not_warmable.size() && i < shown; ++i)
+    fmt::print("  {} {}: {} binaries (compiled values vary with {})\n", not_warmable[i]->origin,
+               space.config_string(not_warmable[i]->binaries.config), count_text(not_warmable[i]->binaries.tuples),
+               fmt::join(not_warmable[i]->binaries.varying, ", "));
+  if (not_warmable.size() > shown) fmt::print("  ... and {} more (--json lists them all)\n", not_warmable.size() - shown);
+}
+
+void print_coverage(const CoverageReport& c) {
+  fmt::print("coverage           {} sampled shapes ({} corners + {} random, seed {})\n", c.sampled, c.corners,
+             c.sampled - c.corners, c.seed);
+  for (const StandingCoverage& s : c.standing)
+    fmt::print("  {:<16} ready at {} of {}: {}\n", s.origin, s.ready, c.sampled, s.config_text);
+  if (c.unrunnable) fmt::print("  no config can run {} of them (refused, nothing compiles)\n", c.unrunnable);
+  if (c.guaranteed()) {
+    fmt::print("uncovered          0: every sampled shape has a warmed binary among the dispatcher's ranked configs "
+               "(no NVRTC on a first call inside the range)\n");
+    return;
+  }
+  fmt::print("uncovered          {}: sampled shapes without a warmed binary among the dispatcher's ranked configs "
+             "(a first call there compiles)\n", c.uncovered);
+  for (const std::string& example : c.examples) fmt::print("  {}\n", example);
 }
 
 void print_report(const SearchSpace& space, const DeviceInfo& device, const ShapeBox& box, const WarmReport& r) {
-  std::vector<std::string> probes, reasons;
-  for (const VariableProbes& v : r.plan.probes.variables) probes.push_back(fmt::format("{} {}", v.name, v.values.size()));
-  for (const auto& [reason, count] : r.plan.reasons) reasons.push_back(fmt::format("{} {}", to_string(reason), count));
   fmt::print("warmed {} for {}{} over {}\n", space.kernel_name(), device.arch,
              device.name.empty() ? "" : " (" + device.name + ")", box.text(space));
-  fmt::print("probe values       {} (+ {} tuned shape(s) inside)\n", fmt::join(probes, ", "),
-             r.plan.probes.tuned_inside.size());
-  fmt::print("probe shapes       {}\n", r.plan.probes.count());
-  fmt::print("choices            {}\n", fmt::join(reasons, ", "));
+  print_configs(space, r.plan);
   fmt::print("distinct binaries  {}\n", r.plan.binaries.size());
   fmt::print("already stored     {}\n", r.already_stored);
   fmt::print("compiled           {}\n", r.compiled);
   fmt::print("failed             {}\n", r.failed);
-  fmt::print("wall time          {:.1f} s\n", r.seconds);
   if (r.failed) fmt::print("first failure      {}\n", r.first_failure.substr(0, r.first_failure.find('\n')));
+  print_coverage(r.coverage);
+  fmt::print("wall time          {:.1f} s\n", r.seconds);
 }
 
 void warm_command(const WarmCommandOptions& o, const std::string& cache_db) {
@@ -112,7 +166,7 @@ void warm_command(const WarmCommandOptions& o, const std::string& cache_db) {
     if (!o.quiet && !o.json && (done == total || done % 50 == 0))
       fmt::print(stderr, "warm: {}/{} binaries\n", done, total);
   };
-  WarmReport report = warm(store, index, WarmOptions{box, o.jobs, o.max_probes}, progress);
+  WarmReport report = warm(store, index, WarmOptions{box, o.jobs, o.max_binaries, o.samples, o.seed}, progress);
   if (o.json)
     fmt::print("{}\n", report_json(space, device, box, report).dump(2));
   else
@@ -136,12 +190,18 @@ void add_warm_command(CLI::App& cache, std::shared_ptr<const std::string> cache_
   warm_cmd->add_option("--device", options->device,
                        "with --arch: whose tuned entries count as this device's, when several devices of "
                        "that architecture have them");
-  warm_cmd->add_option("--jobs,-j", options->jobs, "probing and compiling threads (default: one per core)")
+  warm_cmd->add_option("--jobs,-j", options->jobs, "planning, compiling and sampling threads (default: one per core)")
       ->check(whole_number(1, 1024));
-  warm_cmd->add_option("--max-probes", options->max_probes,
-                       fmt::format("refuse a range that needs more probe shapes than this (default {})",
-                                   default_max_probe_shapes))
-      ->check(whole_number(1, UINT64_MAX));
+  warm_cmd->add_option("--max-binaries-per-config", options->max_binaries,
+                       fmt::format("a config needing more binaries than this over the range (it compiles a "
+                                   "variable exactly) is reported, not compiled (default {})",
+                                   default_max_binaries_per_config))
+      ->check(whole_number(1, 1'000'000));
+  warm_cmd->add_option("--samples", options->samples,
+                       fmt::format("random shapes of the coverage check, besides the box's corners (default {})",
+                                   default_coverage_samples))
+      ->check(whole_number(0, 10'000'000));
+  warm_cmd->add_option("--seed", options->seed, "seed of the coverage check's shapes (default 1)");
   warm_cmd->add_flag("--json", options->json, "print the report as JSON");
   warm_cmd->add_flag("--quiet,-q", options->quiet, "no progress lines");
   warm_cmd->add_option("--db", options->db, "database file (default: $MLATUNE_DB, else ./mlatune.db)");

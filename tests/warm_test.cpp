@@ -1,8 +1,12 @@
-// mlatune cache warm without a GPU: the range syntax, the probe shapes, and a
-// warm-up against a test store (binaries compiled for sm_90 and stored; a
-// second warm-up compiles nothing; every shape of the box then finds its
-// binary stored).
+// mlatune cache warm without a GPU: the range syntax, the binaries each config
+// needs (one per compiled value it can run; none planned for a config that
+// compiles a variable exactly over a wide range), and warm-ups against test
+// stores (binaries compiled for sm_90 and stored; a second warm-up compiles
+// nothing; the coverage check finds the shapes where nothing warmed runs).
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -15,6 +19,7 @@
 #include "core/error.h"
 #include "core/space.h"
 #include "tests/run_program.h"
+#include "tuner/warm_coverage.h"
 #include "tuner/shape_box.h"
 #include "tuner/warm.h"
 #include "tuner/warm_probes.h"
@@ -93,47 +98,115 @@ TEST_F(WarmTest, RangeRefusesWhatIsWrong) {
   EXPECT_NE(message("N;M=1").find("expected NAME=LOW..HIGH"), std::string::npos);
 }
 
-// N: the vector config's constraint N >= 64 * ITEMS flips at 256, and the
-// nearest tuned N changes after 300 (the geometric middle of 100 and 900);
-// M: compiled, so every value is its own binary.
-TEST_F(WarmTest, ProbesCoverEveryClassOfEveryVariable) {
-  ShapeBox box = parse_shape_box(*space_, "N=1..1000;M=1..12");
-  std::vector<Config> candidates{config(vector_config), space_->default_config()};
-  std::vector<Shape> tuned{shape("N=100,M=8"), shape("N=900,M=8"), shape("N=5000,M=8")};
-  ProbePlan plan = plan_probes(*space_, box, candidates, tuned);
-  ASSERT_EQ(plan.variables.size(), 2u);
-  EXPECT_EQ(plan.variables[0].values, (std::vector<std::int64_t>{1, 256, 301, 1000}));
-  std::vector<std::int64_t> every_m(12);
-  for (int m = 1; m <= 12; ++m) every_m[m - 1] = m;
-  EXPECT_EQ(plan.variables[1].values, every_m);
-  EXPECT_EQ(plan.product, 48u);
-  ASSERT_EQ(plan.tuned_inside.size(), 2u);  // N=5000 lies outside
-  EXPECT_EQ(plan.count(), 50u);
-  std::set<Shape> shapes;
-  for (std::uint64_t i = 0; i < plan.count(); ++i) {
-    EXPECT_TRUE(box.contains(plan.shape(i)));
-    shapes.insert(plan.shape(i));
+// M is compiled exactly: one binary per value; the vector config runs only
+// where M % 4 == 0, and ITEMS=4 only where N >= 256 (the representative
+// must find such an N).
+TEST_F(WarmTest, ConfigNeedsOneBinaryPerCompiledValueItCanRun) {
+  const ShapeBox box = parse_shape_box(*space_, "N=1..1000;M=1..12");
+  ConfigBinaries plain = plan_config_binaries(*space_, box, space_->default_config());
+  EXPECT_TRUE(plain.warmable);
+  EXPECT_EQ(plain.tuples, 12u);
+  EXPECT_EQ(plain.varying, std::vector<std::string>{"M"});
+  EXPECT_EQ(plain.never_valid, 0u);
+  std::set<std::int64_t> ms;
+  for (const Shape& s : plain.shapes) {
+    EXPECT_TRUE(box.contains(s));
+    ms.insert(s.values[1]);
   }
-  EXPECT_EQ(shapes.size(), 50u);
-  EXPECT_EQ(plan.shape(0), shape("N=1,M=1"));
-  EXPECT_EQ(plan.shape(13), shape("N=256,M=2"));
-}
+  EXPECT_EQ(ms.size(), 12u);
 
-TEST_F(WarmTest, ProbesAreBounded) {
-  ShapeBox box = parse_shape_box(*space_, "N=1..1000;M=1..12");
-  try {
-    plan_probes(*space_, box, {space_->default_config(), config(vector_config)}, {shape("N=100,M=8")}, 30);  // 3 x 12 + 1 = 37 probes
-    FAIL() << "a plan over the bound was accepted";
-  } catch (const InputError& e) {
-    std::string text = e.what();
-    EXPECT_NE(text.find("M: 12"), std::string::npos) << text;
-    EXPECT_NE(text.find("bound of 30"), std::string::npos) << text;
-    EXPECT_NE(text.find("N: 3,"), std::string::npos) << text;
+  ConfigBinaries vector = plan_config_binaries(*space_, box, config(vector_config));
+  EXPECT_EQ(vector.tuples, 12u);
+  EXPECT_EQ(vector.never_valid, 9u);
+  ASSERT_EQ(vector.shapes.size(), 3u);
+  for (const Shape& s : vector.shapes) {
+    EXPECT_EQ(s.values[1] % 4, 0);
+    EXPECT_GE(s.values[0], 256);
+    EXPECT_TRUE(space_->check(config(vector_config), s).valid);
   }
 }
 
-TEST_F(WarmTest, WarmStoresEveryChosenBinaryAndIsIdempotent) {
-  tune("N=300,M=8", vector_config, 5.0);  // valid there (N >= 256): a hit
+TEST_F(WarmTest, ExactCompiledVariableOverAWideRangeIsNotWarmable) {
+  const ShapeBox box = parse_shape_box(*space_, "N=1..1000;M=1..1000");
+  ConfigBinaries exact = plan_config_binaries(*space_, box, space_->default_config(), 64);
+  EXPECT_FALSE(exact.warmable);
+  EXPECT_EQ(exact.tuples, 1000u);
+  EXPECT_EQ(exact.varying, std::vector<std::string>{"M"});
+  EXPECT_TRUE(exact.shapes.empty());
+}
+
+// The planner only sees compiled values through CompiledValues: a bucket-like
+// value (ceil(M / 16) * 16) needs one binary per bucket, with a
+// representative inside each.
+TEST_F(WarmTest, BucketLikeValueNeedsOneBinaryPerBucket) {
+  const ShapeBox box = parse_shape_box(*space_, "N=1..1000;M=1..100");
+  CompiledValues buckets = [](const Config&, const Shape& s) -> std::optional<std::vector<std::string>> {
+    return std::vector<std::string>{std::to_string((s.values[1] + 15) / 16 * 16)};
+  };
+  ConfigBinaries plan = plan_config_binaries(*space_, box, space_->default_config(), 64, buckets);
+  EXPECT_TRUE(plan.warmable);
+  EXPECT_EQ(plan.tuples, 7u);  // 16, 32, ..., 112
+  std::set<std::string> seen;
+  for (const Shape& s : plan.shapes) seen.insert((*buckets(space_->default_config(), s))[0]);
+  EXPECT_EQ(seen, (std::set<std::string>{"16", "32", "48", "64", "80", "96", "112"}));
+}
+
+// A compiled value that reads N and M together: the two are scanned jointly,
+// and a value nothing compiles past (NaN, as bucket() beyond its last bucket)
+// is no tuple.
+TEST_F(WarmTest, ValueReadingTwoVariablesIsScannedJointly) {
+  const ShapeBox box = parse_shape_box(*space_, "N=1..1000;M=1..12");
+  CompiledValues joint = [](const Config&, const Shape& s) -> std::optional<std::vector<std::string>> {
+    if (s.values[1] > 10) return std::nullopt;
+    return std::vector<std::string>{std::to_string((s.values[0] >= 500) * 10 + (s.values[1] >= 6)), "7"};
+  };
+  ConfigBinaries plan = plan_config_binaries(*space_, box, space_->default_config(), 64, joint);
+  EXPECT_EQ(plan.tuples, 4u);
+  EXPECT_EQ(plan.varying, (std::vector<std::string>{"N", "M"}));
+  std::set<std::string> seen;
+  for (const Shape& s : plan.shapes) {
+    EXPECT_LE(s.values[1], 10);
+    seen.insert((*joint(space_->default_config(), s))[0]);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"0", "1", "10", "11"}));
+}
+
+// Forty tuned shapes, each with its own N and M: planning is per config, so
+// it stays bounded (the product of per-variable classes it replaced grew with
+// every tuned value), and with M compiled exactly over a wide range every
+// config is reported, none compiled.
+TEST_F(WarmTest, FortyTunedShapesPlanPerConfig) {
+  const char* configs[] = {vector_config, wide_config, "THREADS=128,ITEMS=2,VECTOR=false",
+                           "THREADS=64,ITEMS=1,VECTOR=true"};
+  for (int i = 0; i < 40; ++i)
+    tune(fmt::format("N={},M={}", 300 + 17 * i, 4 * (1 + i % 3)), configs[i % 4], 5.0 + i);
+  Store store = Store::open(db_);
+  DispatchIndex index = DispatchIndex::build(store, *space_, DispatchTarget{h200, ToolchainInfo::current()});
+  const TunedEntries tuned = tuned_entries(store, *space_, ToolchainInfo::current());
+  ASSERT_EQ(tuned.shapes.size(), 40u);
+
+  WarmPlan narrow = plan_warm(index, tuned, WarmOptions{parse_shape_box(*space_, "N=1..1000;M=1..12"), 2});
+  ASSERT_EQ(narrow.configs.size(), 5u);  // four tuned and the default
+  EXPECT_EQ(narrow.configs[0].origin, "default");
+  std::uint64_t shapes = 0;
+  for (const PlannedConfig& p : narrow.configs) {
+    EXPECT_TRUE(p.binaries.warmable);
+    EXPECT_EQ(p.binaries.tuples, 12u);
+    shapes += p.binaries.shapes.size();
+  }
+  EXPECT_EQ(shapes, 12u + 12u + 12u + 3u + 3u);
+  EXPECT_EQ(narrow.binaries.size(), shapes);
+
+  WarmPlan wide = plan_warm(index, tuned, WarmOptions{parse_shape_box(*space_, "N=1..4096;M=1..1024"), 2, 64});
+  for (const PlannedConfig& p : wide.configs) {
+    EXPECT_FALSE(p.binaries.warmable) << p.origin;
+    EXPECT_EQ(p.binaries.tuples, 1024u);
+  }
+  EXPECT_TRUE(wide.binaries.empty());
+}
+
+TEST_F(WarmTest, WarmStoresEveryCandidateBinaryAndIsIdempotent) {
+  tune("N=300,M=8", vector_config, 5.0);
   tune("N=900,M=8", wide_config, 7.0);
   const WarmOptions options{parse_shape_box(*space_, "N=1..1000;M=6..9"), 2};
   WarmReport first;
@@ -143,9 +216,10 @@ TEST_F(WarmTest, WarmStoresEveryChosenBinaryAndIsIdempotent) {
     first = warm(store, index, options);
   }
   EXPECT_EQ(first.failed, 0u) << first.first_failure;
-  EXPECT_GT(first.compiled, 0u);
-  EXPECT_EQ(first.compiled + first.already_stored, first.plan.binaries.size());
-  EXPECT_EQ(first.plan.reasons.count(ChoiceReason::hit), 1u);
+  EXPECT_EQ(first.plan.binaries.size(), 4u + 4u + 1u);  // default and wide at every M, vector at M=8
+  EXPECT_EQ(first.compiled, 9u);
+  EXPECT_EQ(first.coverage.sampled, 4u + default_coverage_samples);
+  EXPECT_EQ(first.coverage.uncovered, 0u) << (first.coverage.examples.empty() ? "" : first.coverage.examples[0]);
 
   Store store = Store::open(db_);
   DispatchIndex index = DispatchIndex::build(store, *space_, DispatchTarget{h200, ToolchainInfo::current()});
@@ -153,13 +227,15 @@ TEST_F(WarmTest, WarmStoresEveryChosenBinaryAndIsIdempotent) {
   EXPECT_EQ(second.compiled, 0u);
   EXPECT_EQ(second.already_stored, first.plan.binaries.size());
 
-  // Every shape of the box, not only the probes, finds its binary stored.
+  // Every shape of the box, not only the samples, has a ranked config whose
+  // binary is stored: the dispatcher's stand-in never needs NVRTC there.
   std::set<std::string> missing;
   for (std::int64_t m = 6; m <= 9; ++m)
     for (std::int64_t n = 1; n <= 1000; ++n) {
-      Choice choice = index.choose(Shape{{n, m}});
-      ASSERT_TRUE(choice.ok());
-      if (!index.stored_binary(store, choice)) missing.insert(space_->shape_string(Shape{{n, m}}));
+      bool ready = false;
+      for (const Choice& choice : index.ranked(Shape{{n, m}}, coverage_rank_limit))
+        ready = ready || (choice.ok() && index.stored_binary(store, choice));
+      if (!ready) missing.insert(space_->shape_string(Shape{{n, m}}));
     }
   EXPECT_TRUE(missing.empty()) << missing.size() << " shapes without a stored binary, e.g. " << *missing.begin();
 
@@ -167,8 +243,58 @@ TEST_F(WarmTest, WarmStoresEveryChosenBinaryAndIsIdempotent) {
   ASSERT_EQ(ranges.size(), 2u);
   EXPECT_EQ(ranges[0].range, "N=1..1000;M=6..9");
   EXPECT_EQ(ranges[0].arch, "sm_90");
-  EXPECT_EQ(ranges[0].binaries, static_cast<std::int64_t>(first.plan.binaries.size()));
+  EXPECT_EQ(ranges[0].binaries, 9);
   EXPECT_EQ(ranges[0].kernel_name, "warm_toy");
+}
+
+// The default config needs M % 4 == 0 and nothing tuned or fallen back to
+// runs elsewhere: a first call at M=6, 7 or 9 would compile, and the
+// coverage check must say so.
+TEST_F(WarmTest, CoverageReportsShapesWithoutAWarmedBinary) {
+  std::string text = space_->text();
+  const std::string plain_default = "default: {THREADS: 128, ITEMS: 1, VECTOR: false}";
+  ASSERT_NE(text.find(plain_default), std::string::npos);
+  text.replace(text.find(plain_default), plain_default.size(), "default: {THREADS: 128, ITEMS: 1, VECTOR: true}");
+  space_ = std::make_unique<SearchSpace>(SearchSpace::parse(text, "warm_vector_default.yaml", spaces_dir));
+  Store store = Store::open(db_);
+  DispatchIndex index = DispatchIndex::build(store, *space_, DispatchTarget{h200, ToolchainInfo::current()});
+  WarmReport report = warm(store, index, WarmOptions{parse_shape_box(*space_, "N=1..1000;M=6..9"), 2, 64, 400, 7});
+  EXPECT_EQ(report.compiled, 1u);
+  const CoverageReport& c = report.coverage;
+  EXPECT_FALSE(c.guaranteed());
+  ASSERT_EQ(c.standing.size(), 1u);
+  EXPECT_EQ(c.standing[0].origin, "default");
+  EXPECT_GT(c.standing[0].ready, 0u);
+  EXPECT_EQ(c.uncovered + c.standing[0].ready, c.sampled);  // ready exactly where M = 8
+  ASSERT_EQ(c.examples.size(), coverage_examples);
+  for (const std::string& example : c.examples) EXPECT_EQ(example.find("M=8"), std::string::npos) << example;
+}
+
+// With the map form of shape.compiled (another branch), a bucketed config
+// compiles once per bucket; skipped where this tree reads only the list form.
+TEST_F(WarmTest, BucketedConfigCompilesOncePerBucket) {
+  std::unique_ptr<SearchSpace> buckets;
+  try {
+    buckets = std::make_unique<SearchSpace>(SearchSpace::load(spaces_dir / "warm_buckets.yaml"));
+  } catch (const InputError& e) {
+    if (std::string(e.what()).find("'shape.compiled' must be a list") != std::string::npos)
+      GTEST_SKIP() << "shape.compiled has no map form in this tree: " << e.what();
+    throw;
+  }
+  space_ = std::move(buckets);
+  Store store = Store::open(db_);
+  DispatchIndex index = DispatchIndex::build(store, *space_, DispatchTarget{h200, ToolchainInfo::current()});
+  const WarmOptions options{parse_shape_box(*space_, "N=1..1000;M=1..64"), 2, 16};
+  WarmReport first = warm(store, index, options);
+  ASSERT_EQ(first.plan.configs.size(), 2u);
+  EXPECT_EQ(first.plan.configs[0].origin, "fallback 0");
+  EXPECT_TRUE(first.plan.configs[0].binaries.warmable);
+  EXPECT_EQ(first.plan.configs[0].binaries.tuples, 4u);  // buckets 16, 32, 48, 64
+  EXPECT_FALSE(first.plan.configs[1].binaries.warmable);  // the default compiles M exactly
+  EXPECT_EQ(first.plan.configs[1].binaries.tuples, 64u);
+  EXPECT_EQ(first.compiled, 4u) << first.first_failure;
+  EXPECT_TRUE(first.coverage.guaranteed()) << first.coverage.examples.front();
+  EXPECT_EQ(warm(store, index, options).compiled, 0u);
 }
 
 TEST_F(WarmTest, DatabaseWithoutWarmRangesReadsAsNone) {
@@ -187,7 +313,9 @@ TEST_F(WarmTest, CommandWarmsAndInfoShowsTheRange) {
   ASSERT_EQ(warmed.code, 0) << warmed.err;
   EXPECT_NE(warmed.out.find("warmed warm_toy for sm_90 (NVIDIA H200) over N=1..500;M=8"), std::string::npos)
       << warmed.out;
+  EXPECT_NE(warmed.out.find("candidate configs  2 (2 warmable"), std::string::npos) << warmed.out;
   EXPECT_NE(warmed.out.find("failed             0"), std::string::npos) << warmed.out;
+  EXPECT_NE(warmed.out.find("uncovered          0:"), std::string::npos) << warmed.out;
   auto again = run({"cache", "--db", db_.string(), "warm", "--space", (spaces_dir / "warm.yaml").string(),
                     "--range", "N=1..500;M=8", "--arch", "sm_90", "-q"});
   ASSERT_EQ(again.code, 0) << again.err;
@@ -196,10 +324,19 @@ TEST_F(WarmTest, CommandWarmsAndInfoShowsTheRange) {
   ASSERT_EQ(info.code, 0) << info.err;
   EXPECT_NE(info.out.find("warm range      warm_toy sm_90"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("N=1..500;M=8"), std::string::npos) << info.out;
+  // M compiled exactly over 1..64: nothing warmable under a bound of 10, so
+  // the coverage fails outside M=8 (the binaries stored above).
   auto too_wide = run({"cache", "warm", "--db", db_.string(), "--space", (spaces_dir / "warm.yaml").string(),
-                       "--range", "N=1..500;M=1..64", "--arch", "sm_90", "--max-probes", "10"});
-  EXPECT_EQ(too_wide.code, 2) << too_wide.err;
-  EXPECT_NE(too_wide.err.find("more than the bound of 10"), std::string::npos) << too_wide.err;
+                       "--range", "N=1..500;M=1..64", "--arch", "sm_90", "--max-binaries-per-config", "10", "--json"});
+  ASSERT_EQ(too_wide.code, 0) << too_wide.err;
+  nlohmann::json report = nlohmann::json::parse(too_wide.out);
+  EXPECT_EQ(report["compiled"], 0);
+  ASSERT_EQ(report["configs"].size(), 2u);
+  EXPECT_EQ(report["configs"][0]["warmable"], false);
+  EXPECT_EQ(report["configs"][0]["tuples"], 64);
+  EXPECT_EQ(report["configs"][0]["varying"], nlohmann::json::array({"M"}));
+  EXPECT_EQ(report["coverage"]["guaranteed"], false);
+  EXPECT_GT(report["coverage"]["uncovered"], 0);
 }
 
 }  // namespace

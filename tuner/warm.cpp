@@ -1,6 +1,7 @@
 #include "tuner/warm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <future>
@@ -17,60 +18,41 @@ namespace mlatune {
 
 namespace {
 
-bool runs_at(const SearchSpace& space, const Config& config, const Shape& shape) {
-  return space.check(config, shape).valid && space.geometry(config, shape).valid();
-}
-
-/// What one probing thread found.
-struct ProbeFindings {
-  std::map<BinaryKey, WarmBinary> binaries;
-  std::map<ChoiceReason, std::uint64_t> reasons;
-
-  void add(const BinaryKey& key, const Config& config, const Shape& shape) {
-    binaries.try_emplace(key, WarmBinary{key, config, shape});
-  }
-  void merge(ProbeFindings&& other) {
-    binaries.merge(other.binaries);
-    for (const auto& [reason, count] : other.reasons) reasons[reason] += count;
-  }
-};
-
-/// Probes shapes first, first + stride, ... of the plan.
-ProbeFindings probe(const DispatchIndex& index, const ProbePlan& plan, const std::vector<Config>& standing,
-                    std::uint64_t first, std::uint64_t stride) {
-  const SearchSpace& space = index.space();
-  const std::string& arch = index.target().device.arch;
-  const Compiler compiler;
-  ProbeFindings found;
-  for (std::uint64_t i = first; i < plan.count(); i += stride) {
-    const Shape shape = plan.shape(i);
-    Choice choice = index.choose(shape);
-    ++found.reasons[choice.reason];
-    if (choice.ok()) found.add(choice.binary, choice.config, shape);
-    for (const Config& config : standing)
-      if (runs_at(space, config, shape))
-        found.add(compiler.key(compile_request(space, config, shape, arch)), config, shape);
-  }
-  return found;
-}
-
 unsigned thread_count(unsigned jobs) {
   if (jobs) return jobs;
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-bool stored_for(const BinaryRecord& record, const DispatchIndex& index) {
-  const DispatchTarget& target = index.target();
-  return record.arch == target.device.arch && record.nvrtc_version == target.toolchain.nvrtc_version &&
-         record.kernel_name == index.space().kernel_name() &&
-         record.template_hash == index.space().template_hash() && !record.cubin.empty();
+/// Plans one candidate and names its binaries.
+std::vector<WarmBinary> plan_candidate(const DispatchIndex& index, const PlannedConfig& planned) {
+  const SearchSpace& space = index.space();
+  const Compiler compiler;
+  std::vector<WarmBinary> binaries;
+  for (const Shape& shape : planned.binaries.shapes)
+    binaries.push_back(WarmBinary{
+        compiler.key(compile_request(space, planned.binaries.config, shape, index.target().device.arch)),
+        planned.binaries.config, shape});
+  return binaries;
 }
 
 }  // namespace
 
-std::vector<Config> standing_configs(const SearchSpace& space) {
-  std::vector<Config> configs{space.default_config()};
-  return configs;
+std::vector<CandidateConfig> candidate_configs(const SearchSpace& space, const TunedEntries& tuned) {
+  std::vector<CandidateConfig> candidates;
+  std::set<Config> seen;
+  auto add = [&](const Config& config, std::string origin) {
+    if (seen.insert(config).second) candidates.push_back({config, std::move(origin)});
+  };
+  for (std::size_t i = 0; i < space.fallbacks().size(); ++i) add(space.fallbacks()[i], fmt::format("fallback {}", i));
+  add(space.default_config(), "default");
+  for (const Config& config : tuned.configs) add(config, "tuned");
+  return candidates;
+}
+
+std::uint64_t WarmPlan::shapes() const {
+  std::uint64_t count = 0;
+  for (const PlannedConfig& planned : configs) count += planned.binaries.shapes.size();
+  return count;
 }
 
 TunedEntries tuned_entries(Store& store, const SearchSpace& space, const ToolchainInfo& toolchain) {
@@ -96,52 +78,44 @@ TunedEntries tuned_entries(Store& store, const SearchSpace& space, const Toolcha
 }
 
 WarmPlan plan_warm(const DispatchIndex& index, const TunedEntries& tuned, const WarmOptions& options) {
-  const SearchSpace& space = index.space();
-  const std::vector<Config> standing = standing_configs(space);
-  std::set<Config> candidates(tuned.configs.begin(), tuned.configs.end());
-  candidates.insert(standing.begin(), standing.end());
+  const std::vector<CandidateConfig> candidates = candidate_configs(index.space(), tuned);
   WarmPlan plan;
-  plan.probes = plan_probes(space, options.box, {candidates.begin(), candidates.end()}, tuned.shapes,
-                            options.max_probe_shapes);
-
-  const unsigned threads = static_cast<unsigned>(
-      std::min<std::uint64_t>(thread_count(options.jobs), std::max<std::uint64_t>(1, plan.probes.count())));
-  std::vector<std::future<ProbeFindings>> parts;
-  for (unsigned t = 0; t < threads; ++t)
-    parts.push_back(std::async(std::launch::async, probe, std::cref(index), std::cref(plan.probes),
-                               std::cref(standing), std::uint64_t{t}, std::uint64_t{threads}));
-  ProbeFindings all;
-  for (auto& part : parts) all.merge(part.get());  // rethrows a thread's exception
-  for (auto& [key, binary] : all.binaries) plan.binaries.push_back(std::move(binary));
-  plan.reasons = std::move(all.reasons);
+  plan.configs.resize(candidates.size());
+  std::vector<std::vector<WarmBinary>> binaries(candidates.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < candidates.size();) {
+      plan.configs[i].origin = candidates[i].origin;
+      plan.configs[i].binaries = plan_config_binaries(index.space(), options.box, candidates[i].config,
+                                                      options.max_binaries_per_config);
+      binaries[i] = plan_candidate(index, plan.configs[i]);
+    }
+  };
+  std::vector<std::future<void>> parts;
+  const unsigned threads = static_cast<unsigned>(std::min<std::size_t>(thread_count(options.jobs), candidates.size()));
+  for (unsigned t = 0; t < threads; ++t) parts.push_back(std::async(std::launch::async, work));
+  for (auto& part : parts) part.get();  // rethrows a thread's exception
+  std::map<BinaryKey, WarmBinary> distinct;
+  for (std::vector<WarmBinary>& part : binaries)
+    for (WarmBinary& binary : part) distinct.try_emplace(binary.key, std::move(binary));
+  for (auto& [key, binary] : distinct) plan.binaries.push_back(std::move(binary));
   return plan;
 }
 
-WarmReport warm(Store& store, const DispatchIndex& index, const WarmOptions& options,
-                const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+/// Compiles `missing` with a pool, stores each binary that compiles and adds
+/// its key to `ready`.
+void compile_missing(Store& store, const DispatchIndex& index, const std::vector<const WarmBinary*>& missing,
+                     unsigned jobs, WarmReport& report, std::set<BinaryKey>& ready,
+                     const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
   const SearchSpace& space = index.space();
-  const std::string& arch = index.target().device.arch;
-  WarmReport report;
-  report.plan = plan_warm(index, tuned_entries(store, space, index.target().toolchain), options);
-  const std::uint64_t total = report.plan.binaries.size();
-
-  std::vector<const WarmBinary*> missing;
-  for (const WarmBinary& binary : report.plan.binaries) {
-    std::optional<BinaryRecord> record = store.get_binary(binary.key.hash);
-    if (record && stored_for(*record, index)) {
-      ++report.already_stored;
-      if (progress) progress(report.already_stored, total);
-    } else {
-      missing.push_back(&binary);
-    }
-  }
-
   const Compiler compiler;
-  CompilePool pool(compiler, options.jobs);
+  CompilePool pool(compiler, jobs);
   std::vector<std::shared_future<CompileResult>> results;
   for (const WarmBinary* binary : missing)
-    results.push_back(pool.submit(compile_request(space, binary->config, binary->shape, arch)));
+    results.push_back(pool.submit(compile_request(space, binary->config, binary->shape, index.target().device.arch)));
+  const std::uint64_t total = report.plan.binaries.size();
   for (std::size_t i = 0; i < results.size(); ++i) {
     const CompileResult& result = results[i].get();
     if (result.key() != missing[i]->key)
@@ -149,6 +123,7 @@ WarmReport warm(Store& store, const DispatchIndex& index, const WarmOptions& opt
                                       result.key().hash, missing[i]->key.hash));
     if (result.ok()) {
       store.put_binary(index.binary_record(result.binary()));
+      ready.insert(result.key());
       ++report.compiled;
     } else {
       if (!report.failed) report.first_failure = result.failure().message;
@@ -156,11 +131,37 @@ WarmReport warm(Store& store, const DispatchIndex& index, const WarmOptions& opt
     }
     if (progress) progress(report.already_stored + i + 1, total);
   }
+}
 
-  store.record_warm_range(WarmRange{space.kernel_name(), space.template_hash(), space.definition_hash(), arch,
-                                    index.target().toolchain.nvrtc_version, options.box.text(space),
-                                    static_cast<std::int64_t>(report.plan.probes.count()),
+}  // namespace
+
+WarmReport warm(Store& store, const DispatchIndex& index, const WarmOptions& options,
+                const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const SearchSpace& space = index.space();
+  WarmReport report;
+  report.plan = plan_warm(index, tuned_entries(store, space, index.target().toolchain), options);
+  const std::uint64_t total = report.plan.binaries.size();
+
+  std::set<BinaryKey> ready;
+  std::vector<const WarmBinary*> missing;
+  for (const WarmBinary& binary : report.plan.binaries) {
+    std::optional<BinaryRecord> record = store.get_binary(binary.key.hash);
+    if (record && usable_by(*record, index)) {
+      ready.insert(binary.key);
+      ++report.already_stored;
+      if (progress) progress(report.already_stored, total);
+    } else {
+      missing.push_back(&binary);
+    }
+  }
+  compile_missing(store, index, missing, options.jobs, report, ready, progress);
+
+  store.record_warm_range(WarmRange{space.kernel_name(), space.template_hash(), space.definition_hash(),
+                                    index.target().device.arch, index.target().toolchain.nvrtc_version,
+                                    options.box.text(space), static_cast<std::int64_t>(report.plan.shapes()),
                                     static_cast<std::int64_t>(total), static_cast<std::int64_t>(report.failed)});
+  report.coverage = check_coverage(store, index, options.box, ready, options.samples, options.seed, options.jobs);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

@@ -1,11 +1,19 @@
-// Warm-up: compile ahead of time every binary the dispatcher may choose for
+// Warm-up: compile ahead of time every binary the dispatcher may need for
 // the shapes of a box, and store them, so that a first call there loads a
 // cubin instead of running NVRTC (`mlatune cache warm`).  Needs no GPU: the
 // architecture is the index's target.
 //
-// For each probe shape (tuner/warm_probes.h) the binaries are the index's
-// choice (DispatchIndex::choose) and the standing configs (those the
-// dispatcher may run at any shape: the space's default) where they are valid.
+// The candidates are the configs the dispatcher runs without changing them:
+// the tuned configs (this kernel version and toolchain), the space's
+// fallbacks and its default.  Each gets one binary per tuple of compiled
+// shape values it can run in the box (tuner/warm_probes.h), unless it needs
+// more than a bound (it compiles a variable exactly over a wide range): such
+// a config is reported, not compiled; at its shapes the dispatcher runs a
+// warmed stand-in while the exact binary compiles in the background.  A
+// repaired config (a tuned one changed to fit a shape) is not a candidate
+// either, for the same reason.  What guarantees no NVRTC on a first call is
+// then the coverage check (tuner/warm_coverage.h): at sampled shapes of the
+// box, one of the dispatcher's ranked configs has a warmed or stored binary.
 // Binaries already stored under their key for this architecture, NVRTC,
 // kernel and template are not compiled again, so a second warm-up of the
 // same range compiles nothing.
@@ -19,12 +27,10 @@
 #include "cache/dispatch_index.h"
 #include "cache/store.h"
 #include "tuner/shape_box.h"
+#include "tuner/warm_coverage.h"
 #include "tuner/warm_probes.h"
 
 namespace mlatune {
-
-/// The configs the dispatcher may run at any shape, whatever was tuned.
-std::vector<Config> standing_configs(const SearchSpace& space);
 
 /// Shapes and configs of the best entries the index uses (this kernel
 /// version and toolchain, every device).
@@ -35,28 +41,46 @@ struct TunedEntries {
 };
 TunedEntries tuned_entries(Store& store, const SearchSpace& space, const ToolchainInfo& toolchain);
 
-/// One binary the dispatcher may choose in the box, with a probe shape at
-/// which it is chosen (what it is compiled with).
+/// A config the dispatcher may run unchanged, and why: "fallback 1",
+/// "default" or "tuned".
+struct CandidateConfig {
+  Config config;
+  std::string origin;
+};
+/// The fallbacks in order, the default, then the tuned configs; each once
+/// (under its first origin).
+std::vector<CandidateConfig> candidate_configs(const SearchSpace& space, const TunedEntries& tuned);
+
+/// One binary to have stored, with a shape it is compiled at.
 struct WarmBinary {
   BinaryKey key;
   Config config;
   Shape shape;
 };
 
-/// What the probes found.
+/// One candidate's share of the plan.
+struct PlannedConfig {
+  std::string origin;
+  ConfigBinaries binaries;
+};
+
+/// What planning found.
 struct WarmPlan {
-  ProbePlan probes;
-  std::vector<WarmBinary> binaries;  // distinct keys, ordered by key
-  std::map<ChoiceReason, std::uint64_t> reasons;  // probe shapes per choice reason
+  std::vector<PlannedConfig> configs;  // every candidate, in candidate order
+  std::vector<WarmBinary> binaries;    // distinct keys, ordered by key
+  /// Representative shapes over all warmable configs.
+  std::uint64_t shapes() const;
 };
 
 struct WarmOptions {
   ShapeBox box;
-  unsigned jobs = 0;  // probing and compiling threads; 0: one per core
-  std::uint64_t max_probe_shapes = default_max_probe_shapes;
+  unsigned jobs = 0;  // planning, compiling and sampling threads; 0: one per core
+  std::size_t max_binaries_per_config = default_max_binaries_per_config;
+  std::size_t samples = default_coverage_samples;  // random shapes of the coverage check
+  std::uint64_t seed = 1;
 };
 
-/// The probe shapes of the box and the distinct binaries chosen there.
+/// The candidates and the binaries each needs over the box.
 WarmPlan plan_warm(const DispatchIndex& index, const TunedEntries& tuned, const WarmOptions& options);
 
 struct WarmReport {
@@ -65,11 +89,12 @@ struct WarmReport {
   std::uint64_t compiled = 0;
   std::uint64_t failed = 0;
   std::string first_failure;  // the first failure's message, when there is one
+  CoverageReport coverage;
   double seconds = 0;         // wall time of the whole warm-up
 };
 
 /// Plans, compiles what the store lacks with a compile pool, stores every new
-/// binary and records the warmed range.  `progress` (may be empty) is called
+/// binary, records the warmed range and checks the coverage.  `progress` (may be empty) is called
 /// after each binary is done with (done, total).
 WarmReport warm(Store& store, const DispatchIndex& index, const WarmOptions& options,
                 const std::function<void(std::uint64_t, std::uint64_t)>& progress = {});

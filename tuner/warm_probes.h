@@ -1,30 +1,37 @@
-// The probe shapes of a warm-up: few enough shapes that the dispatcher can be
-// asked about each, chosen so that every binary it may choose somewhere in a
-// box of shapes is chosen at one of them.
+// The binaries one config needs over a box of shapes, for `mlatune cache
+// warm`.
 //
-// The binary the dispatcher runs at a shape depends on the shape through the
-// config it chooses (which tuned shape is nearest, which configs are valid
-// there) and through the compiled shape values (SHAPE_<NAME> definitions, a
-// bucket or the exact value).  Each variable's range is small, so it is
-// scanned value by value, the other variables held at representative values
-// (the geometric middle of their ranges, and each of them in turn at its low
-// and high end).  At each value the signature is what can change the binary:
-// for every candidate config (tuned configs, default, fallbacks) the value
-// of every constraint that reads the variable or a compiled value, whether
-// its launch geometry is valid, and its compiled shape definitions.  Values
-// are grouped into classes by signature and by the nearest tuned value of
-// that variable (log scale, as the dispatcher measures distance); the first
-// value of each class, and the two ends of the range, are the variable's
-// probe values.  The probe shapes are the product of those values, plus the
-// tuned shapes inside the box as they are (they are hits there).
+// A config's binary at a shape is named by its definitions: the parameters
+// (fixed for the config) and the compiled shape values SHAPE_<name> (the
+// shape's own value when a variable is compiled exactly, a bucket when the
+// space compiles it to one).  So a config needs one binary per distinct tuple
+// of compiled values reachable in the box, whatever the dispatcher chooses
+// where: planning is per config, not per probe shape, and scales with the
+// number of compiled values, not with the number of tuned shapes.
 //
-// This covers every combination of per-variable classes.  A choice that
-// depends on an interaction of two variables that none of the scans sees
-// (at the representative values) can still be missed; the first-call
-// benchmark (tests/bench_first_call.cpp) counts compiles inside a warmed
-// range, which is how such a miss would show.
+// The tuples are found without enumerating the box: each shape variable is
+// scanned over its range with the others held at a base shape (a compiled
+// value that does not read a variable does not change with it).  Variables
+// that change a common compiled value form one group, scanned over the
+// product of their ranges (bounded); a group's classes are its distinct
+// sub-tuples, and the tuples are the product of the groups' classes.  Each
+// tuple then gets a representative shape inside the box at which the config
+// can run (check and launch geometry), tried among a few witnesses per class
+// (first, last, multiples of 8, 4 and 2, for residue constraints) and a few
+// values of the variables nothing compiled reads; a representative must give
+// the tuple itself (so an interaction the scans did not see can only lose a
+// binary, never plan a wrong one: the coverage check of tuner/warm_coverage.h
+// is what finds such a loss).  Tuples where no witness can run are skipped.
+//
+// A config with more tuples than a bound compiles some variable exactly over
+// a wide range (one binary per value): it is not warmable over that range.
+// The dispatcher covers such shapes with a warmed stand-in and compiles the
+// exact binary in the background (cache/dispatcher.h).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,34 +40,37 @@
 
 namespace mlatune {
 
-/// The default bound on probe shapes (product plus tuned shapes).
-inline constexpr std::uint64_t default_max_probe_shapes = 250'000;
+/// The default bound on binaries per config.  The flagship's bucketed
+/// configs need 10 D buckets x 16 R buckets = 160 over D=8..256, R=16..1024;
+/// an exact one needs 249 x 1009.
+inline constexpr std::size_t default_max_binaries_per_config = 256;
+/// Shapes scanned jointly for variables that change one compiled value.
+inline constexpr std::uint64_t max_joint_scan = 1u << 22;
+/// Witness combinations tried per tuple before it counts as never valid.
+inline constexpr std::size_t max_representative_attempts = 1024;
 
-/// One variable's probe values and how they were found.
-struct VariableProbes {
-  std::string name;
-  std::vector<std::int64_t> values;  // ascending, inside the variable's range
-  std::size_t classes = 0;           // distinct (signature, nearest tuned value) classes
+/// The compiled values of `config` at `shape` (one string per compiled name,
+/// in a fixed order), or nullopt where the config compiles nothing there
+/// (e.g. beyond a bucket list's last bucket).
+using CompiledValues =
+    std::function<std::optional<std::vector<std::string>>(const Config& config, const Shape& shape)>;
+/// The SHAPE_<name> values of SearchSpace::definitions.
+CompiledValues space_compiled_values(const SearchSpace& space);
+
+/// What one config needs over a box.
+struct ConfigBinaries {
+  Config config;
+  std::uint64_t tuples = 0;           // distinct compiled-value tuples in the box (saturates)
+  std::vector<std::string> varying;   // shape variables that change a compiled value
+  bool warmable = true;               // tuples within the bound
+  std::vector<Shape> shapes;          // warmable: one representative per tuple the config can run
+  std::uint64_t never_valid = 0;      // warmable: tuples without a representative
 };
 
-/// The probe shapes of one box.
-struct ProbePlan {
-  std::vector<VariableProbes> variables;  // in declaration order
-  std::vector<Shape> tuned_inside;        // tuned shapes inside the box
-  std::uint64_t product = 0;              // shapes in the product of the probe values
-
-  std::uint64_t count() const { return product + tuned_inside.size(); }
-  /// Probe shape `index` < count(): the product in mixed radix (first
-  /// variable slowest), then the tuned shapes.
-  Shape shape(std::uint64_t index) const;
-};
-
-/// Finds the probe shapes of `box`.  `candidates` are the configs the
-/// dispatcher may run (tuned, default, fallbacks); `tuned_shapes` the shapes
-/// with a best entry the dispatcher uses.  Throws InputError, naming each
-/// variable's probe count, when there would be more than `max_probe_shapes`.
-ProbePlan plan_probes(const SearchSpace& space, const ShapeBox& box, const std::vector<Config>& candidates,
-                      const std::vector<Shape>& tuned_shapes,
-                      std::uint64_t max_probe_shapes = default_max_probe_shapes);
+/// The binaries `config` needs over `box`: at most `max_binaries` tuples, else
+/// not warmable (no representatives searched).
+ConfigBinaries plan_config_binaries(const SearchSpace& space, const ShapeBox& box, const Config& config,
+                                    std::size_t max_binaries = default_max_binaries_per_config,
+                                    const CompiledValues& compiled = {});
 
 }  // namespace mlatune
