@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -35,6 +36,7 @@ const std::set<std::string> c_abi = {
     "mlatune_open", "mlatune_close", "mlatune_last_error", "mlatune_compile_count", "mlatune_kernel_name",
     "mlatune_shape_variable_count", "mlatune_shape_variable_name", "mlatune_buffer_count", "mlatune_buffer_info",
     "mlatune_buffer_elements", "mlatune_launch", "mlatune_launch_checked", "mlatune_choice_for",
+    "mlatune_set_compile_mode", "mlatune_wait_compiles", "mlatune_runs_stand_in",
     // cache/mla_c_api.h
     "mlatune_fused_mla_attention", "mlatune_choice"};
 
@@ -71,7 +73,7 @@ struct CApi {
 #define MLATUNE_C_FUNCTIONS(X)                                                                     \
   X(open) X(close) X(last_error) X(compile_count) X(kernel_name) X(shape_variable_count)          \
   X(shape_variable_name) X(buffer_count) X(buffer_info) X(buffer_elements) X(launch) X(launch_checked) \
-  X(choice_for) X(fused_mla_attention) X(choice)
+  X(choice_for) X(set_compile_mode) X(wait_compiles) X(runs_stand_in) X(fused_mla_attention) X(choice)
   MLATUNE_C_FUNCTIONS(MLATUNE_C_FUNCTION)
 #undef MLATUNE_C_FUNCTION
 
@@ -137,6 +139,36 @@ TEST_F(CLibraryTest, ExportsTheCAbiAndNothingElse) {
 // mlatune::probe_gpu(int) and the static CUDA runtime's cudaGetDeviceCount
 // are linked into the library (mlatune_open calls both) but must not be
 // reachable from outside.
+// The list above is what the library must export; every function the two
+// headers declare must be in it, so that a new entry point cannot be
+// declared, tested through the static library and still be missing from
+// libmlatune_c.so (the version script names each export).
+TEST(CLibraryHeaders, EveryDeclaredFunctionIsInTheExportList) {
+  const fs::path root = fs::path(MLATUNE_TEST_DATA_DIR).parent_path();
+  std::set<std::string> declared;
+  for (const char* header : {"cache/c_api.h", "cache/mla_c_api.h"}) {
+    std::ifstream in(root / header);
+    ASSERT_TRUE(in) << header;
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string s = text.str();
+    for (std::size_t at = s.find("mlatune_"); at != std::string::npos; at = s.find("mlatune_", at + 1)) {
+      std::size_t end = at;
+      while (end < s.size() && (std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '_')) ++end;
+      const bool call = end < s.size() && s[end] == '(';
+      const bool word_start = at == 0 || !(std::isalnum(static_cast<unsigned char>(s[at - 1])) || s[at - 1] == '_');
+      // A declaration starts its line with a return type: "int mlatune_x(".
+      const std::size_t line = s.rfind('\n', at);
+      const std::string before = s.substr(line == std::string::npos ? 0 : line + 1, at - (line == std::string::npos ? 0 : line + 1));
+      const bool declaration = before.find_first_not_of(" ") != std::string::npos && before.find('(') == std::string::npos &&
+                               before.find("/*") == std::string::npos && before.find('*') != 0 && before.find("//") == std::string::npos;
+      if (call && word_start && declaration) declared.insert(s.substr(at, end - at));
+    }
+  }
+  EXPECT_FALSE(declared.empty());
+  EXPECT_EQ(declared, c_abi);
+}
+
 TEST_F(CLibraryTest, InternalFunctionsAreNotVisible) {
   EXPECT_EQ(library_->get<void()>("_ZN7mlatune9probe_gpuEi"), nullptr);
   EXPECT_EQ(library_->get<void()>("cudaGetDeviceCount"), nullptr) << "the static CUDA runtime is private";
