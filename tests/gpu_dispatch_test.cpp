@@ -504,10 +504,11 @@ TEST_F(GpuStandInTest, AnUntunedShapeRunsAStoredStandInWhileItsChoiceCompiles) {
   EXPECT_LT(first_ms, 100.0);
 
   // Through the C ABI, a new dispatcher finds the compiled choice stored:
-  // another shape of the same compiled H, D, R runs it at once.
+  // another shape with the same choice (the space's fallbacks depend on T:
+  // stay above 256) and the same compiled values runs it at once.
   mlatune_dispatcher* handle = nullptr;
   ASSERT_EQ(mlatune_open(db_.c_str(), space_file.c_str(), &handle), MLATUNE_OK) << mlatune_last_error(nullptr);
-  const Dims y{2, 77, 16, 64, 131};
+  const Dims y{2, 777, 16, 64, 131};
   double y_error = dispatch_and_validate(handle, y, 33);
   EXPECT_LE(y_error, space_->tolerance().relative_l2);
   const std::int64_t values[5] = {y.B, y.T, y.H, y.D, y.R};
@@ -544,8 +545,9 @@ TEST_F(GpuStandInTest, WithNothingReadyTheCallerCompilesOnce) {
   EXPECT_EQ(stats.blocking_compiles, 1u);
   EXPECT_EQ(stats.background_compiles, 0u);
   EXPECT_EQ(stats.stand_in_shapes, 0u);
-  // A second shape of the same compiled H, D, R and the same choice shares the binary.
-  EXPECT_LE(launch_and_validate(*dispatcher, Dims{1, 45, 16, 64, 131}, 52, nullptr), space_->tolerance().relative_l2);
+  // A second shape with the same choice (T above 256, as x) and the same
+  // compiled values shares the binary.
+  EXPECT_LE(launch_and_validate(*dispatcher, Dims{1, 450, 16, 64, 131}, 52, nullptr), space_->tolerance().relative_l2);
   EXPECT_EQ(dispatcher->stats().compiles, 1u);
 }
 
