@@ -72,7 +72,7 @@ TEST_F(ReportCliTest, PageOfAReplayedSweep) {
   // first measured): two runs, each with its own progress line.
   for (std::vector<std::string> strategy :
        {std::vector<std::string>{"--strategy", "random", "--max-evals", "60", "--seed", "3"}, {}}) {
-    std::vector<std::string> args{"tune", flagship.string(), "--replay", recorded.string(), "--shape", s0,
+    std::vector<std::string> args{"tune", flagship.string(), "--replay", recorded.string(), "--where", "SHAPE_BUCKETS == exact", "--shape", s0,
                                   "--db", db_.string(), "-q"};
     args.insert(args.end(), strategy.begin(), strategy.end());
     Result tuned = mlatune(args);
@@ -86,8 +86,8 @@ TEST_F(ReportCliTest, PageOfAReplayedSweep) {
 
   json summary = check(page);
   ASSERT_TRUE(summary.is_object());
-  // Nine parameters, the spread and the progress: eleven plots for the one shape.
-  EXPECT_EQ(summary["tags"]["svg"], 11);
+  // Ten parameters, the spread and the progress: twelve plots for the one shape.
+  EXPECT_EQ(summary["tags"]["svg"], 12);
   EXPECT_EQ(summary["tags"]["table"], 3);  // best configs, runs, the spread's rows
   EXPECT_EQ(summary["h3"], json::array({s0}));
   const std::vector<std::string> titles = summary["svg_titles"];
