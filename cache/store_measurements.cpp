@@ -61,15 +61,7 @@ MeasurementRecord read_measurement(const Statement& s) {
                       static_cast<int>(s.column_int64(19)), s.column_double(20), s.column_text(21)};
   }
   if (!s.is_null(22)) m.error = ErrorFigures{s.column_double(22), s.column_double(23)};
-  if (!s.is_null(24)) {
-    ResourceUsage usage;
-    usage.registers = static_cast<int>(s.column_int64(24));
-    usage.spill_store_bytes = s.column_int64(25);
-    usage.spill_load_bytes = s.column_int64(26);
-    usage.stack_frame_bytes = s.column_int64(27);
-    usage.shared_bytes = s.column_int64(28);
-    m.resources = usage;
-  }
+  m.resources = read_resources(s, 24);
   m.message = s.column_text(29);
   r.measured_at = s.column_text(30);
   return r;

@@ -34,15 +34,7 @@ PortableEntry read_portable(const Statement& s) {
   e.timing = Timing{s.column_double(12), s.column_double(13), s.column_double(14),
                     static_cast<int>(s.column_int64(15)), s.column_double(16), s.column_text(17)};
   if (!s.is_null(18)) e.error = ErrorFigures{s.column_double(18), s.column_double(19)};
-  if (!s.is_null(20)) {
-    ResourceUsage u;
-    u.registers = static_cast<int>(s.column_int64(20));
-    u.spill_store_bytes = s.column_int64(21);
-    u.spill_load_bytes = s.column_int64(22);
-    u.stack_frame_bytes = s.column_int64(23);
-    u.shared_bytes = s.column_int64(24);
-    e.resources = u;
-  }
+  e.resources = read_resources(s, 20);
   e.measured_at = s.column_text(25);
   return e;
 }

@@ -64,6 +64,17 @@ DeviceIdentity read_device(const sqlite::Statement& statement, int first) {
                         statement.column_text(first + 4)};
 }
 
+std::optional<ResourceUsage> read_resources(const sqlite::Statement& statement, int first) {
+  if (statement.is_null(first)) return std::nullopt;
+  ResourceUsage usage;
+  usage.registers = static_cast<int>(statement.column_int64(first));
+  usage.spill_store_bytes = statement.column_int64(first + 1);
+  usage.spill_load_bytes = statement.column_int64(first + 2);
+  usage.stack_frame_bytes = statement.column_int64(first + 3);
+  usage.shared_bytes = statement.column_int64(first + 4);
+  return usage;
+}
+
 std::optional<std::int64_t> single_id(sqlite::StatementCache::Lease& statement) {
   if (!statement->step()) return std::nullopt;
   return statement->column_int64(0);

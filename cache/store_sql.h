@@ -9,6 +9,7 @@
 
 #include "cache/sqlite.h"
 #include "core/device.h"
+#include "core/resource_usage.h"
 
 namespace mlatune::store_sql {
 
@@ -31,6 +32,10 @@ std::string device_is(std::string_view alias, int first);
 sqlite::Statement& bind_device(sqlite::Statement& statement, int first, const DeviceIdentity& device);
 /// Reads an identity from columns first .. first + 4, in device_columns() order.
 DeviceIdentity read_device(const sqlite::Statement& statement, int first);
+/// Reads a resource report from columns first .. first + 4 (registers, spill
+/// stores, spill loads, stack frame, shared bytes); nullopt when registers
+/// is NULL (no report was stored).
+std::optional<ResourceUsage> read_resources(const sqlite::Statement& statement, int first);
 
 // ---- the best entry ---------------------------------------------------------------------
 
