@@ -27,6 +27,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -354,6 +355,11 @@ class Store {
   Store(sqlite::Connection connection, std::filesystem::path path, bool read_only)
       : db_(std::move(connection)), path_(std::move(path)), read_only_(read_only) {}
   void require_writable(const char* what) const;
+  /// The id `find` returns, after `insert` (INSERT OR IGNORE of the natural
+  /// key) in one transaction when there is none yet; `what` names the row
+  /// for the read-only error.  Shared by ensure_device/toolchain/kernel.
+  std::int64_t ensure_row(const char* what, const std::function<std::optional<std::int64_t>()>& find,
+                          const std::function<void()>& insert);
   struct StaleIds;
   StaleIds find_stale(const CurrentVersions&);
 

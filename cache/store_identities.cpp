@@ -31,43 +31,42 @@ std::optional<std::int64_t> Store::find_kernel(const KernelInfo& k) {
   return single_id(s);
 }
 
-std::int64_t Store::ensure_device(const DeviceIdentity& d) {
-  if (auto id = find_device(d)) return *id;
-  require_writable("add a device");
+std::int64_t Store::ensure_row(const char* what, const std::function<std::optional<std::int64_t>()>& find,
+                              const std::function<void()>& insert) {
+  if (auto id = find()) return *id;
+  require_writable(what);
   Transaction transaction(db_);
-  auto insert =
-      db_.prepare(fmt::format("INSERT OR IGNORE INTO devices({}) VALUES(?1, ?2, ?3, ?4, ?5)", device_columns()));
-  bind_device(insert, 1, d).run();
-  auto id = find_device(d);
+  insert();
+  auto id = find();
   transaction.commit();
   return *id;
+}
+
+std::int64_t Store::ensure_device(const DeviceIdentity& d) {
+  return ensure_row("add a device", [&] { return find_device(d); }, [&] {
+    auto insert =
+        db_.prepare(fmt::format("INSERT OR IGNORE INTO devices({}) VALUES(?1, ?2, ?3, ?4, ?5)", device_columns()));
+    bind_device(insert, 1, d).run();
+  });
 }
 
 std::int64_t Store::ensure_toolchain(const ToolchainInfo& t) {
-  if (auto id = find_toolchain(t)) return *id;
-  require_writable("add a toolchain");
-  Transaction transaction(db_);
-  db_.prepare("INSERT OR IGNORE INTO toolchains(nvrtc_version, mlatune_version) VALUES(?1, ?2)")
-      .bind(1, t.nvrtc_version)
-      .bind(2, t.mlatune_version)
-      .run();
-  auto id = find_toolchain(t);
-  transaction.commit();
-  return *id;
+  return ensure_row("add a toolchain", [&] { return find_toolchain(t); }, [&] {
+    db_.prepare("INSERT OR IGNORE INTO toolchains(nvrtc_version, mlatune_version) VALUES(?1, ?2)")
+        .bind(1, t.nvrtc_version)
+        .bind(2, t.mlatune_version)
+        .run();
+  });
 }
 
 std::int64_t Store::ensure_kernel(const KernelInfo& k) {
-  if (auto id = find_kernel(k)) return *id;
-  require_writable("add a kernel");
-  Transaction transaction(db_);
-  db_.prepare("INSERT OR IGNORE INTO kernels(name, template_hash, definition_hash) VALUES(?1, ?2, ?3)")
-      .bind(1, k.name)
-      .bind(2, k.template_hash)
-      .bind(3, k.definition_hash)
-      .run();
-  auto id = find_kernel(k);
-  transaction.commit();
-  return *id;
+  return ensure_row("add a kernel", [&] { return find_kernel(k); }, [&] {
+    db_.prepare("INSERT OR IGNORE INTO kernels(name, template_hash, definition_hash) VALUES(?1, ?2, ?3)")
+        .bind(1, k.name)
+        .bind(2, k.template_hash)
+        .bind(3, k.definition_hash)
+        .run();
+  });
 }
 
 }  // namespace mlatune
