@@ -788,22 +788,30 @@ def environment_text(torch) -> str:
             f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
 
 
-def run_benchmark(args) -> int:
+def start_gpu_run(args, offline_option: str, without_mlatune: str):
+    """PyTorch on a GPU and mlatune's dispatcher, as both benchmark modes start:
+    (torch, mlatune or None, why mlatune is unavailable), or an exit code when
+    PyTorch or a GPU is missing (`offline_option` names what runs without)."""
     try:
         torch = load_torch()
     except ImportError as e:
-        print(f"error: PyTorch is needed for the benchmark ({e}); --self-test runs without it", file=sys.stderr)
+        print(f"error: PyTorch is needed for the benchmark ({e}); {offline_option} runs without it", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("error: no CUDA GPU visible to PyTorch", file=sys.stderr)
         return 1
-
-    mlatune, mlatune_failure = None, ""
     try:
-        mlatune = Mlatune(args.lib, args.db, args.space)
+        return torch, Mlatune(args.lib, args.db, args.space), ""
     except MlatuneError as e:
-        mlatune_failure = str(e)
-        print(f"mlatune unavailable, PyTorch only: {e}", file=sys.stderr)
+        print(f"mlatune unavailable, {without_mlatune} only: {e}", file=sys.stderr)
+        return torch, None, str(e)
+
+
+def run_benchmark(args) -> int:
+    started = start_gpu_run(args, "--self-test", "PyTorch")
+    if isinstance(started, int):
+        return started
+    torch, mlatune, mlatune_failure = started
 
     environment = environment_text(torch)
     print(f"# {environment}")
@@ -904,20 +912,10 @@ def random_shape_result(shape: Shape, index: int, args, timer: Timer, mlatune: O
 
 
 def run_random_benchmark(args) -> int:
-    try:
-        torch = load_torch()
-    except ImportError as e:
-        print(f"error: PyTorch is needed for the benchmark ({e}); --dry-run runs without it", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("error: no CUDA GPU visible to PyTorch", file=sys.stderr)
-        return 1
-    mlatune, mlatune_failure = None, ""
-    try:
-        mlatune = Mlatune(args.lib, args.db, args.space)
-    except MlatuneError as e:
-        mlatune_failure = str(e)
-        print(f"mlatune unavailable, SDPA only: {e}", file=sys.stderr)
+    started = start_gpu_run(args, "--dry-run", "SDPA")
+    if isinstance(started, int):
+        return started
+    torch, mlatune, mlatune_failure = started
     environment = environment_text(torch)
     print(f"# {environment}\n# shapes: {RANDOM_DISTRIBUTION} (seed {args.seed})")
     stream = torch.cuda.Stream()
