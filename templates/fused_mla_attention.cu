@@ -57,7 +57,7 @@
 #error "fused_mla_attention needs SHAPE_H, SHAPE_D and SHAPE_R"
 #endif
 #if !defined(ALGORITHM) || !defined(ALGORITHM_expanded) || !defined(ALGORITHM_tf32x3) || \
-    !defined(ALGORITHM_tf32x3_2k) || \
+    !defined(ALGORITHM_tf32x3_2k) || !defined(ALGORITHM_tf32x3_kvgemm) || \
     !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
@@ -74,7 +74,10 @@ constexpr bool kExpanded = ALGORITHM == ALGORITHM_expanded;
 // tf32x3_2k: two kernels; fused_mla_expand_kv writes K and V once into the
 // workspace, and the attention kernel reads them (no re-expansion per query
 // tile).  Everything else is tf32x3's.
-constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k;
+// tf32x3_kvgemm: the same attention; its prologue is a GEMM over every
+// latent row and weight column (see kXThreads below).
+constexpr bool kKvGemm = ALGORITHM == ALGORITHM_tf32x3_kvgemm;
+constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k || kKvGemm;
 constexpr bool kTc = ALGORITHM == ALGORITHM_tf32x3 || k2k;
 constexpr int kTpq = THREADS_PER_QUERY;
 constexpr int kQpb = QUERIES_PER_BLOCK;
@@ -135,10 +138,33 @@ constexpr int kKvTileFloats = k2k   ? kHpb * (4 * kKeyTile + kQpb) * kKs
 constexpr int kWsPad = kDp % 16 == 0 ? kDp + 8 : kDp;
 constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0;
 constexpr unsigned kSmemBytes = 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
-// fused_mla_expand_kv (tf32x3_2k): the latent tile, one K and V tile per
-// head, and the staged weights.
+// fused_mla_expand_kv of tf32x3_kvgemm is a GEMM of its own, [B*T, R] latent
+// rows times [R, H*D] weights, in blocks of kXThreads threads that own
+// kXRows latent rows (KEY_TILE) and kXCols columns of one head (16 x 32,
+// 32 x 64 or 64 x 64), for K and V
+// together (one latent tile feeds both).  It walks R in stages of kXK
+// columns, double-buffered: the latent tile (rows of kXAs floats, 4 mod 32)
+// and both weight tiles (rows of kXBs floats, 8 mod 32), so that the A and
+// B fragment reads of a warp fall in 32 distinct banks.  Its block and grid
+// do not depend on the attention's: the grid covers every (row tile, head,
+// column tile), so that few latent rows (small B*T, decode) still fill the
+// GPU.
+constexpr int kXRows = kKeyTile;
+constexpr int kXCols = kKeyTile == 16 ? 32 : 64;
+// Warps as kXWarpRows x 4, each owning 16 (KEY_TILE 16) or 32 rows by 8 or
+// 16 columns of K and of V: 128 threads, or 256 for the 64 x 64 tile.
+constexpr int kXWarpRows = kKeyTile == 64 ? 2 : 1;
+constexpr int kXThreads = 128 * kXWarpRows;
+constexpr int kXK = 32;
+constexpr int kXAs = kXK + 4;
+constexpr int kXBs = kXCols + 8;
+constexpr int kXStageFloats = kXRows * kXAs + 2 * kXK * kXBs;
+// tf32x3_2k's prologue instead: the attention's block, the latent tile, one
+// K and V tile per head, and the staged weights.
+constexpr int kExpandThreads = kKvGemm ? kXThreads : kThreads;
 constexpr unsigned kExpandSmemBytes =
-    4u * (kKeyTile * kLs + 2 * kHpb * kKeyTile * kKs + kWeightFloats);
+    kKvGemm ? 4u * 2 * kXStageFloats
+            : 4u * (kKeyTile * kLs + 2 * kHpb * kKeyTile * kKs + kWeightFloats);
 
 // The problem's extents as the tf32x3 code uses them: compile-time constants
 // (exact), or the run-time arguments (bucketed), with D and R padded to the
@@ -177,6 +203,14 @@ static_assert(kThreads == MLA_EXPECT_THREADS, "YAML block size != kernel's block
 #endif
 #ifdef MLA_EXPECT_SMEM_BYTES
 static_assert(kSmemBytes == MLA_EXPECT_SMEM_BYTES, "YAML shared_memory != kernel's kSmemBytes");
+#endif
+#ifdef MLA_EXPECT_EXPAND_THREADS
+static_assert(kExpandThreads == MLA_EXPECT_EXPAND_THREADS,
+              "YAML prologue block != kernel's kExpandThreads");
+#endif
+#ifdef MLA_EXPECT_EXPAND_SMEM_BYTES
+static_assert(kExpandSmemBytes == MLA_EXPECT_EXPAND_SMEM_BYTES,
+              "YAML prologue shared_memory != kernel's kExpandSmemBytes");
 #endif
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -690,18 +724,23 @@ __device__ __forceinline__ void cp_async(float* dst, const float* src, bool vali
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all_but_one() {
+  asm volatile("cp.async.wait_group 1;" ::: "memory");
+}
 
 // Starts copying rows [0, rows) x columns [0, pad) of a row-major global
 // matrix (row stride ld; rows below row_end and columns below cols exist)
 // into a shared tile of row stride `stride`; the rest of the tile is zero.
 // (cols and pad are constants in exact configs: the divisions below are by
 // constants there.)
+// (kN: the threads that share the copy, tid in [0, kN).)
+template <int kN = kThreads>
 __device__ __forceinline__ void stage_rows_async(float* tile, int stride, const float* src,
                                                  long long ld, int rows, int row_end, int cols,
                                                  int pad, int tid) {
   const int row_vecs = pad / kVec;
   const int total = rows * row_vecs;
-  for (int idx = tid; idx < total; idx += kThreads) {
+  for (int idx = tid; idx < total; idx += kN) {
     const int row = idx / row_vecs;
     const int col = (idx - row * row_vecs) * kVec;
     const bool valid = row < row_end && col < cols;  // kVec == 4 implies cols % 4 == 0
@@ -1033,17 +1072,222 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
   }
 }
 
+// ---- tf32x3_2k's prologue: K and V of every (b, h, s) as one GEMM ----
+// (the tile constants kX* are defined with the shared-memory sizes above)
+constexpr int kXWarpCols = kXThreads / 32 / kXWarpRows;
+constexpr int kXM = kXRows / kXWarpRows / 16;       // MMA row blocks per warp
+constexpr int kXGroups = kXCols / kXWarpCols / 8;  // column groups of 8 per warp
+static_assert(kXRows % (16 * kXWarpRows) == 0 && kXCols % (8 * kXWarpCols) == 0 && kXK == kRChunk,
+              "the prologue's tiles are whole MMA blocks, and a stage is one accuracy chunk");
+
+// Where a block's tile lies: latent rows [n0, n0 + kXRows) of the B*T rows,
+// columns [d0, d0 + kXCols) of head h (the padding columns D..8*ceil(D/8)
+// included, so that they are written as zeros).
+struct ExpandTile {
+  int n0, h, d0;
+};
+
+// Starts copying stage k0 (latent columns and weight rows [k0, k0 + kXK))
+// into the stage buffer `st`: the latent tile, then w_up_k's and w_up_v's.
+// Zeros past the matrices' ends (rows, R, D).
+__device__ __forceinline__ void expand_stage_async(float* st, const float* kv_latent,
+                                                   const float* w_up_k, const float* w_up_v,
+                                                   const ExpandTile& tile, int rows, int k0,
+                                                   const Dims& dims, int tid) {
+  stage_rows_async<kXThreads>(st, kXAs, kv_latent + static_cast<long long>(tile.n0) * dims.r + k0,
+                              dims.r, kXRows, rows - tile.n0, dims.r - k0, kXK, tid);
+  const long long ld = static_cast<long long>(dims.h) * dims.d;
+  const long long w0 = k0 * ld + static_cast<long long>(tile.h) * dims.d + tile.d0;
+  float* wt = st + kXRows * kXAs;
+  stage_rows_async<kXThreads>(wt, kXBs, w_up_k + w0, ld, kXK, dims.r - k0, dims.d - tile.d0, kXCols,
+                              tid);
+  stage_rows_async<kXThreads>(wt + kXK * kXBs, kXBs, w_up_v + w0, ld, kXK, dims.r - k0,
+                              dims.d - tile.d0, kXCols, tid);
+}
+
+// acc[m][j][0 = K, 1 = V] += the stage's products, summed in fresh registers
+// first (see tc_expand on the tensor cores' accumulation error).
+__device__ __forceinline__ void expand_stage_mma(const float* st, int k0, int warp, int g, int c,
+                                                 const Dims& dims,
+                                                 float (&acc)[kXM][kXGroups][2][4]) {
+  float part[kXM][kXGroups][2][4];
+#pragma unroll
+  for (int m = 0; m < kXM; ++m)
+#pragma unroll
+    for (int j = 0; j < kXGroups; ++j)
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[m][j][x][e] = 0.0f;
+  const float* wt = st + kXRows * kXAs;
+#pragma unroll
+  for (int kk = 0; kk < kXK; kk += 8) {
+    if (k0 + kk >= dims.rp) break;  // past R padded to 8 (zeros)
+    unsigned bh[kXGroups][2][2], bl[kXGroups][2][2];
+#pragma unroll
+    for (int j = 0; j < kXGroups; ++j)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const float* p = wt + x * kXK * kXBs + (kk + c) * kXBs + ((warp % kXWarpCols) * kXGroups + j) * 8 + g;
+        split_tf32(p[0], bh[j][x][0], bl[j][x][0]);
+        split_tf32(p[4 * kXBs], bh[j][x][1], bl[j][x][1]);
+      }
+#pragma unroll
+    for (int m = 0; m < kXM; ++m) {
+      unsigned ah[4], al[4];
+      load_a_split(st + ((warp / kXWarpCols) * kXM + m) * 16 * kXAs, kXAs, kk, g, c, ah, al);
+#pragma unroll
+      for (int j = 0; j < kXGroups; ++j)
+#pragma unroll
+        for (int x = 0; x < 2; ++x) mma_3xtf32(part[m][j][x], ah, al, bh[j][x], bl[j][x]);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < kXM; ++m)
+#pragma unroll
+    for (int j = 0; j < kXGroups; ++j)
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[m][j][x][e] += part[m][j][x][e];
+}
+
+// The block's K and V into kv_ws rows [(b, h, s)], K in columns [0, dp) and
+// V in [dp, 2 dp); every column pair is below dp or wholly past it (dp and
+// the pair's first column are even).
+__device__ __forceinline__ void expand_store(float* kv_ws, const ExpandTile& tile, int T, int rows,
+                                             int warp, int g, int c, const Dims& dims,
+                                             const float (&acc)[kXM][kXGroups][2][4]) {
+#pragma unroll
+  for (int m = 0; m < kXM; ++m)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int n = tile.n0 + ((warp / kXWarpCols) * kXM + m) * 16 + g + 8 * half;
+      if (n >= rows) continue;
+      const int b = n / T;
+      float* row = kv_ws + ((static_cast<long long>(b) * dims.h + tile.h) * T + (n - b * T)) * dims.ws_row;
+#pragma unroll
+      for (int j = 0; j < kXGroups; ++j) {
+        const int d = tile.d0 + ((warp % kXWarpCols) * kXGroups + j) * 8 + 2 * c;
+        if (d >= dims.dp) continue;
+#pragma unroll
+        for (int x = 0; x < 2; ++x)
+          *reinterpret_cast<float2*>(row + x * dims.dp + d) =
+              make_float2(acc[m][j][x][2 * half], acc[m][j][x][2 * half + 1]);
+      }
+    }
+}
+
+// One block tile: R in double-buffered stages (the next stage loads while
+// this one multiplies).
+__device__ __forceinline__ void expand_tile_gemm(const float* kv_latent, const float* w_up_k,
+                                                 const float* w_up_v, float* kv_ws,
+                                                 const ExpandTile& tile, int T, int rows,
+                                                 const Dims& dims, float* smem, int tid) {
+  const int warp = tid / 32;
+  const int g = (tid % 32) / 4;
+  const int c = tid % 4;
+  float acc[kXM][kXGroups][2][4];
+#pragma unroll
+  for (int m = 0; m < kXM; ++m)
+#pragma unroll
+    for (int j = 0; j < kXGroups; ++j)
+#pragma unroll
+      for (int x = 0; x < 2; ++x)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[m][j][x][e] = 0.0f;
+  const int stages = (dims.rp + kXK - 1) / kXK;
+  expand_stage_async(smem, kv_latent, w_up_k, w_up_v, tile, rows, 0, dims, tid);
+  cp_async_commit();
+#pragma unroll 1
+  for (int i = 0; i < stages; ++i) {
+    if (i + 1 < stages)
+      expand_stage_async(smem + ((i + 1) & 1) * kXStageFloats, kv_latent, w_up_k, w_up_v, tile, rows,
+                         (i + 1) * kXK, dims, tid);
+    cp_async_commit();  // possibly empty: the wait below always leaves one group
+    cp_async_wait_all_but_one();
+    __syncthreads();  // stage i landed for every thread
+    expand_stage_mma(smem + (i & 1) * kXStageFloats, i * kXK, warp, g, c, dims, acc);
+    __syncthreads();  // stage i read: its buffer is the next load's
+  }
+  expand_store(kv_ws, tile, T, rows, warp, g, c, dims, acc);
+}
+
 }  // namespace mla
 
-// The prologue of tf32x3_2k (launched first, on the same stream, with the
-// same arguments): K and V of every (b, h, s) into kv_ws, laid out as
-// [B][H][T][K | V] with rows of 2 x (D padded to 8) floats (the padding
-// columns are zero; bucketed: D is the run-time D, as in the YAML's shape of
-// kv_ws, not the capacity).
-// Launch: grid [ceil(T / KEY_TILE) * (H / HEADS_PER_BLOCK) * B], the main
-// kernel's block, dynamic shared memory mla::kExpandSmemBytes; anything else
-// traps.  Other algorithms never launch it.
-extern "C" __global__ void __launch_bounds__(mla::kThreads, 1)
+
+namespace mla {
+
+// tf32x3_2k's prologue: a block per (key tile, head group, batch) expands
+// its KEY_TILE latent rows into K and V for its heads with the fused
+// algorithm's tc_expand, then writes them out.
+__device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_latent,
+                                                const float* __restrict__ w_up_k,
+                                                const float* __restrict__ w_up_v,
+                                                float* __restrict__ kv_ws, int B, int T,
+                                                const Dims& dims, float* smem) {
+  const int head_groups = dims.h / kHpb;
+  const int ntiles = (T + kKeyTile - 1) / kKeyTile;
+  const int tile = blockIdx.x % ntiles;
+  const int rest = blockIdx.x / ntiles;
+  const int hg = rest % head_groups;
+  const int b = rest / head_groups;
+  if (b >= B) return;  // whole block
+  const int s0 = tile * kKeyTile;
+  const int h0 = hg * kHpb;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int g = (tid % 32) / 4;
+  const int c = tid % 4;
+
+  float* lat_tile = smem;
+  float* ktile = lat_tile + kKeyTile * kLs;
+  float* vtile = ktile + kHpb * kKeyTile * kKs;
+  float* wtile = vtile + kHpb * kKeyTile * kKs;
+  const float* lat_b = kv_latent + static_cast<long long>(b) * T * dims.r;
+  if constexpr (kStageW) {
+#pragma unroll 1
+    for (int i = 0; i < kHpb; ++i)
+      stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, dims, tid);
+  }
+  stage_rows_async(lat_tile, kLs, lat_b + static_cast<long long>(s0) * dims.r, dims.r, kKeyTile,
+                   T - s0, dims.r, dims.rp, tid);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c, dims);
+  __syncthreads();
+
+  // Out in 16-byte pieces: consecutive threads write consecutive columns.
+  const int rows = min(kKeyTile, T - s0);
+  const int row_vecs = dims.ws_row / 4;
+  for (int idx = tid; idx < kHpb * kKeyTile * row_vecs; idx += kThreads) {
+    const int col = (idx % row_vecs) * 4;
+    const int r = (idx / row_vecs) % kKeyTile;
+    const int i = idx / (row_vecs * kKeyTile);
+    if (r >= rows) continue;
+    const float* src =
+        (col < dims.dp ? ktile + col : vtile + (col - dims.dp)) + (i * kKeyTile + r) * kKs;
+    *reinterpret_cast<float4*>(
+        kv_ws + ((static_cast<long long>(b) * dims.h + h0 + i) * T + s0 + r) * dims.ws_row + col) =
+        *reinterpret_cast<const float4*>(src);
+  }
+}
+
+}  // namespace mla
+
+// The prologue of tf32x3_2k and tf32x3_kvgemm (launched first, on the same
+// stream, with the same arguments): K and V of every (b, h, s) into kv_ws,
+// laid out as [B][H][T][K | V] with rows of 2 x (D padded to 8) floats (the
+// padding columns are zero; bucketed: D is the run-time D, as in the YAML's
+// shape of kv_ws, not the capacity).
+// Launch, tf32x3_2k: grid [ceil(T / KEY_TILE) * (H / HEADS_PER_BLOCK) * B],
+// the main kernel's block.  tf32x3_kvgemm: grid [ceil(B * T / kXRows) * H *
+// ceil(dp / kXCols)] (dp: D padded to 8), block [kXThreads].  Dynamic shared
+// memory mla::kExpandSmemBytes.  Another block or too little shared memory
+// traps; blocks past the grid's tiles return.  Other algorithms never
+// launch it.
+extern "C" __global__ void __launch_bounds__(mla::kExpandThreads, mla::kKvGemm ? 2 : 1)
 fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_latent,
                     const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
                     float* __restrict__ out, float* __restrict__ kv_ws, int B, int T, float scale,
@@ -1056,57 +1300,23 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
     float* smem = reinterpret_cast<float*>(smem_f4);
     unsigned dynamic_smem;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_smem));
-    if (blockDim.x != kThreads || blockDim.y != 1 || blockDim.z != 1 ||
+    if (blockDim.x != kExpandThreads || blockDim.y != 1 || blockDim.z != 1 ||
         dynamic_smem < kExpandSmemBytes)
       __trap();
-
     const Dims dims = make_dims(H, D, R);
     if (!dims_fit(dims)) __trap();
-    const int head_groups = dims.h / kHpb;
-    const int ntiles = (T + kKeyTile - 1) / kKeyTile;
-    const int tile = blockIdx.x % ntiles;
-    const int rest = blockIdx.x / ntiles;
-    const int hg = rest % head_groups;
-    const int b = rest / head_groups;
-    if (b >= B) return;  // whole block
-    const int s0 = tile * kKeyTile;
-    const int h0 = hg * kHpb;
-    const int tid = threadIdx.x;
-    const int warp = tid / 32;
-    const int g = (tid % 32) / 4;
-    const int c = tid % 4;
-
-    float* lat_tile = smem;
-    float* ktile = lat_tile + kKeyTile * kLs;
-    float* vtile = ktile + kHpb * kKeyTile * kKs;
-    float* wtile = vtile + kHpb * kKeyTile * kKs;
-    const float* lat_b = kv_latent + static_cast<long long>(b) * T * dims.r;
-    if constexpr (kStageW) {
-#pragma unroll 1
-      for (int i = 0; i < kHpb; ++i)
-        stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, dims, tid);
-    }
-    stage_rows_async(lat_tile, kLs, lat_b + static_cast<long long>(s0) * dims.r, dims.r, kKeyTile,
-                     T - s0, dims.r, dims.rp, tid);
-    cp_async_commit();
-    cp_async_wait_all();
-    __syncthreads();
-    tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c, dims);
-    __syncthreads();
-
-    // Out in 16-byte pieces: consecutive threads write consecutive columns.
-    const int rows = min(kKeyTile, T - s0);
-    const int row_vecs = dims.ws_row / 4;
-    for (int idx = tid; idx < kHpb * kKeyTile * row_vecs; idx += kThreads) {
-      const int col = (idx % row_vecs) * 4;
-      const int r = (idx / row_vecs) % kKeyTile;
-      const int i = idx / (row_vecs * kKeyTile);
-      if (r >= rows) continue;
-      const float* src =
-          (col < dims.dp ? ktile + col : vtile + (col - dims.dp)) + (i * kKeyTile + r) * kKs;
-      *reinterpret_cast<float4*>(
-          kv_ws + ((static_cast<long long>(b) * dims.h + h0 + i) * T + s0 + r) * dims.ws_row + col) =
-          *reinterpret_cast<const float4*>(src);
+    if constexpr (!kKvGemm) {
+      expand_key_tile(kv_latent, w_up_k, w_up_v, kv_ws, B, T, dims, smem);
+    } else {
+      // Block -> (row tile, head, column tile), column tiles fastest: the
+      // blocks that read one latent tile run together.
+      const int rows = B * T;
+      const int col_tiles = (dims.dp + kXCols - 1) / kXCols;
+      const int ct = blockIdx.x % col_tiles;
+      const int rest = blockIdx.x / col_tiles;
+      const ExpandTile tile{(rest / dims.h) * kXRows, rest % dims.h, ct * kXCols};
+      if (tile.n0 >= rows) return;  // whole block
+      expand_tile_gemm(kv_latent, w_up_k, w_up_v, kv_ws, tile, T, rows, dims, smem, threadIdx.x);
     }
   }
 }

@@ -83,22 +83,21 @@ TEST(MlaBuckets, BucketedConfigsCompileForSm90AtOddShapes) {
 
 // Bucketed configs that can serve every shape of issue 13's range (B 1-8,
 // T 1-4096, H 1-64, D 8-256, R 16-1024), proposed as the space's fallbacks,
-// tried in order: the two-kernel one where T > 256, a 64-query tile where
-// T > 32, and one that runs everywhere (16-query and 16-key tiles, one head
-// per block, no 16-byte loads, no staged weights).  Checked at the corners
-// of the range and the edges of each fallback's T.
+// tried in order: a 64-query tile where T > 32, and one that runs
+// everywhere (16-query and 16-key tiles, one head per block, no 16-byte
+// loads, no staged weights), both tf32x3_kvgemm.  Checked at the corners of
+// the range and the edges of each fallback's T.
 TEST(MlaBuckets, ProposedFallbacksRunOverTheWholeRange) {
   const SearchSpace space = SearchSpace::load(space_file);
   const std::string common = "THREADS_PER_QUERY=2,HEADS_PER_BLOCK=1,STAGE_LATENT=true,FLOAT4=false,UNROLL=1,"
-                             "STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,";
+                             "STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,ALGORITHM=tf32x3_kvgemm,";
   struct Fallback {
     std::string config;
     std::int64_t min_t;  // runs for T >= min_t
   };
   const Fallback fallbacks[] = {
-      {common + "ALGORITHM=tf32x3_2k,QUERIES_PER_BLOCK=64,KEY_TILE=32", 257},
-      {common + "ALGORITHM=tf32x3,QUERIES_PER_BLOCK=64,KEY_TILE=16", 33},
-      {common + "ALGORITHM=tf32x3,QUERIES_PER_BLOCK=16,KEY_TILE=16", 1},
+      {common + "QUERIES_PER_BLOCK=64,KEY_TILE=32", 33},
+      {common + "QUERIES_PER_BLOCK=16,KEY_TILE=16", 1},
   };
   int checked = 0;
   for (const Fallback& f : fallbacks) {
@@ -114,7 +113,7 @@ TEST(MlaBuckets, ProposedFallbacksRunOverTheWholeRange) {
               ++checked;
             }
   }
-  EXPECT_EQ(checked, 3 * 2 * 10 * 3 * 5 * 5);
+  EXPECT_EQ(checked, 2 * 2 * 10 * 3 * 5 * 5);
 }
 
 }  // namespace
