@@ -102,16 +102,22 @@ class Pruned:
 PRUNE_REASONS = ("tile over T", "shared memory", "registers")
 
 
-def prune_reason(config: TritonConfig, seq_len: int, head_dim: int,
+def covering_tile(values: Sequence[int], seq_len: int) -> Optional[int]:
+    """The smallest tile among `values` that holds all T rows, or None."""
+    return min((v for v in values if v >= seq_len), default=None)
+
+
+def prune_reason(config: TritonConfig, seq_len: int, head_dim: int, space: SearchSpace,
                  shared_memory_limit: int) -> Optional[Pruned]:
     """Why `config` is not worth compiling for (T, D), or None.
 
-    A tile larger than T rounded up to a power of two covers the same single block as the
-    smaller one, only with more masked rows; the other two rules drop configs that cannot fit."""
+    A tile larger than the smallest one of the space that holds all T rows runs the same
+    single block with more masked rows; the other two rules drop configs that cannot fit."""
+    for name, tile, values in (("BLOCK_M", config.block_m, space.block_m), ("BLOCK_N", config.block_n, space.block_n)):
+        cover = covering_tile(values, seq_len)
+        if cover is not None and tile > cover:
+            return Pruned(config, "tile over T", f"T={seq_len} fits in {name}={cover}")
     d_pad = padded_head_dim(head_dim)
-    tile_limit = max(16, 1 << (seq_len - 1).bit_length())
-    if config.block_m > tile_limit or config.block_n > tile_limit:
-        return Pruned(config, "tile over T", f"T={seq_len} fits in a {tile_limit}-row tile")
     smem = shared_memory_lower_bound(config, d_pad)
     if smem > shared_memory_limit:
         return Pruned(config, "shared memory", f"K and V tiles need {smem} B > {shared_memory_limit} B")
@@ -147,7 +153,7 @@ def plan_shape(seq_len: int, head_dim: int, space: SearchSpace,
                shared_memory_limit: int = H200_SHARED_MEMORY_PER_BLOCK) -> ShapePlan:
     candidates, pruned = [], []
     for config in space.configs():
-        reason = prune_reason(config, seq_len, head_dim, shared_memory_limit)
+        reason = prune_reason(config, seq_len, head_dim, space, shared_memory_limit)
         if reason is None:
             candidates.append(config)
         else:
