@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
-from triton_peer import (H200_SHARED_MEMORY_PER_BLOCK, SEARCHES, CompileJob, SearchSpace, TuneRecord,
+from triton_peer import (H200_SHARED_MEMORY_PER_BLOCK, SEARCHES, SearchSpace, TuneRecord,
                          compile_jobs, first_line, format_plan, plan_shape, search_for)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
