@@ -5,6 +5,11 @@ One process, one CUDA stream, one timing method for every implementation:
 
   mlatune             libmlatune_c.so through ctypes: the runtime dispatcher picks the
                       tuned config for the shape (or the nearest / the default) and launches it
+  triton_tf32x3       K and V by the same two strict-fp32 matmuls, then a causal flash-attention
+                      kernel in Triton with tl.dot(input_precision="tf32x3")
+                      (bench/triton_flash_attention.py), autotuned at the shape before timing
+                      over bench/triton_peer.py's grid; its binaries are compiled first by a
+                      pool of processes into Triton's cache, then everything runs here
   sdpa_materialized   K = latent·W_k and V = latent·W_v by two strict-fp32 matmuls, then
                       F.scaled_dot_product_attention(is_causal=True)
   absorbed_eager      the absorbed form in eager PyTorch: q·W_k^T into latent space, causal
@@ -20,11 +25,16 @@ median over the repetitions is reported with its spread.  TF32 is off (strict fp
 Every output is checked against a float64 reference (the materialized form computed in
 float64 on the GPU): rel-L2 = ||out - ref|| / ||ref||; above 1e-5, or not finite, is flagged.
 
-`--random-shapes N --seed S` benchmarks N unseen shapes instead (mlatune through its dispatcher
-and sdpa_materialized only), drawn from RANDOM_DISTRIBUTION (see draw_random_shapes); per shape
-it also reports mlatune's choice and the host time of its first call there, and ends with one
-summary line (geomean and worst ratio, shapes where mlatune is slower, largest rel-L2).
-`--dry-run` prints the drawn shapes and exits (no GPU, no torch).
+The report opens with the target table: mlatune, Triton tf32x3 and SDPA per shape, issue 15's
+target, both ratios, and their geomean and worst over the shapes.  Where Triton is missing or
+fails, its cells read n/a and the report says why; the column is never dropped.
+
+`--random-shapes N --seed S` benchmarks N unseen shapes instead (mlatune through its dispatcher,
+triton_tf32x3 and sdpa_materialized), drawn from RANDOM_DISTRIBUTION (see draw_random_shapes);
+per shape it also reports mlatune's choice and the host time of its first call there, and ends
+with one summary line (geomean and worst ratio against SDPA and against Triton, shapes where
+mlatune is slower, largest rel-L2).  `--dry-run` prints the shapes and the Triton peer's
+autotuning plan and exits (no GPU, no torch, no Triton).
 
 `--self-test` checks the parts that need no GPU (shape parsing, FLOP counts, tables, the
 ctypes binding's error path) and runs where torch, numpy and matplotlib are absent: they
@@ -34,11 +44,13 @@ are imported only when a benchmark runs.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import ctypes
 import dataclasses
 import datetime
 import math
+import multiprocessing
 import os
 import random
 import sqlite3
@@ -48,6 +60,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
+
+from triton_peer import (H200_SHARED_MEMORY_PER_BLOCK, SEARCHES, SearchSpace, TuneRecord,
+                         compile_jobs, first_line, format_plan, plan_shape, search_for)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +76,11 @@ LAUNCH_FLOOR_US = 3.42           # TARGETS.md: an empty kernel, events around on
 MIN_SAMPLES = 5                  # a wall budget never cuts the repetitions below this
 TIMING_BATCH = 10                # calls queued between two host synchronizations
 
-IMPLEMENTATIONS = ("mlatune", "sdpa_materialized", "absorbed_eager", "absorbed_compiled")
+TRITON = "triton_tf32x3"
+IMPLEMENTATIONS = ("mlatune", TRITON, "sdpa_materialized", "absorbed_eager", "absorbed_compiled")
+# Issue 15's targets (strict fp32, cold, H200), µs; the odd shape's target is to lead Triton.
+TARGETS_US = {"S0": 5.0, "S1": 12.0, "S2": 150.0, "S3": 500.0, "S4": 800.0}
+DEFAULT_TRITON_WORKERS = 16  # the H200 machine's cores; capped by os.cpu_count()
 
 
 class Shape(NamedTuple):
@@ -190,9 +209,36 @@ def draw_random_shapes(count: int, seed: int, budget_bytes: float,
     return shapes
 
 
+class RatioSummary(NamedTuple):
+    """Geomean and worst of one peer's time / mlatune's time over shapes (above 1: mlatune faster)."""
+
+    count: int
+    geomean: float
+    worst: float
+    worst_key: str
+    below_one: int
+
+
+def summarize_ratios(ratios: Sequence[tuple[str, float]]) -> Optional[RatioSummary]:
+    """Over the finite ratios of (shape key, ratio); None when there is none."""
+    finite = [(key, r) for key, r in ratios if math.isfinite(r) and r > 0]
+    if not finite:
+        return None
+    geomean = math.exp(sum(math.log(r) for _, r in finite) / len(finite))
+    worst_key, worst = min(finite, key=lambda item: item[1])
+    return RatioSummary(len(finite), geomean, worst, worst_key, sum(1 for _, r in finite if r < 1.0))
+
+
+def peer_ratio(peer: Optional[Row], ours: Optional[Row]) -> float:
+    """peer time / mlatune time, NaN unless both ran."""
+    if peer is None or ours is None or not (peer.ok and ours.ok):
+        return math.nan
+    return peer.median_us / ours.median_us
+
+
 @dataclasses.dataclass
 class RandomResult:
-    """mlatune against SDPA at one unseen shape."""
+    """mlatune against SDPA and Triton at one unseen shape."""
 
     shape: Shape
     choice: str = ""              # mlatune_choice's text: reason, config, why
@@ -201,6 +247,7 @@ class RandomResult:
     mlatune: Optional[Row] = None
     sdpa: Optional[Row] = None
     first_call_stand_in: bool = False  # the first call ran a stand-in while its choice compiled
+    triton: Optional[Row] = None
 
     @property
     def reason(self) -> str:
@@ -209,15 +256,28 @@ class RandomResult:
     @property
     def ratio(self) -> float:
         """SDPA's time / mlatune's: above 1, mlatune is faster."""
-        if self.mlatune is None or self.sdpa is None or not (self.mlatune.ok and self.sdpa.ok):
-            return math.nan
-        return self.sdpa.median_us / self.mlatune.median_us
+        return peer_ratio(self.sdpa, self.mlatune)
+
+    @property
+    def triton_ratio(self) -> float:
+        """Triton's time / mlatune's: above 1, mlatune is faster."""
+        return peer_ratio(self.triton, self.mlatune)
+
+
+def _triton_random_summary(results: Sequence[RandomResult]) -> str:
+    summary = summarize_ratios([(",".join(map(str, r.shape.dims())), r.triton_ratio) for r in results])
+    if summary is None:
+        why = next((r.triton.note for r in results if r.triton is not None and r.triton.note), "no Triton row")
+        return f"Triton/mlatune n/a ({why})"
+    return (f"Triton/mlatune geomean {summary.geomean:.3f}, worst {summary.worst:.3f} at {summary.worst_key}; "
+            f"below 1.0: {summary.below_one} of {summary.count}")
 
 
 def random_summary(results: Sequence[RandomResult]) -> str:
-    """One line: geomean and worst ratio (with its shape and choice), shapes below 1.0, max rel-L2."""
+    """One line: geomean and worst ratio against SDPA (with the worst shape and choice) and
+    against Triton, shapes below 1.0, max rel-L2, first calls."""
     ratios = [r for r in results if math.isfinite(r.ratio)]
-    errors = [row.rel_l2 for r in results for row in (r.mlatune, r.sdpa) if row is not None and row.ok]
+    errors = [row.rel_l2 for r in results for row in (r.mlatune, r.sdpa, r.triton) if row is not None and row.ok]
     first_calls = sorted(r.first_call_ms for r in results if math.isfinite(r.first_call_ms))
     if not ratios:
         return f"random shapes: {len(results)} drawn, no shape with both times"
@@ -229,12 +289,20 @@ def random_summary(results: Sequence[RandomResult]) -> str:
              if first_calls else "")
     return (f"random shapes: {len(ratios)} of {len(results)} timed; SDPA/mlatune geomean {geomean:.3f}, "
             f"worst {worst.ratio:.3f} at {','.join(map(str, worst.shape.dims()))} ({worst.choice}); "
-            f"below 1.0: {below}; max rel-L2 {max_error:.2e}{first}")
+            f"below 1.0: {below}; {_triton_random_summary(results)}; max rel-L2 {max_error:.2e}{first}")
 
 
 RANDOM_CSV_COLUMNS = ("B", "T", "H", "D", "R", "reason", "choice", "mlatune_us", "sdpa_us", "ratio_sdpa_over_mlatune",
-                      "mlatune_rel_l2", "sdpa_rel_l2", "first_call_ms", "first_call_compiles",
-                      "first_call_stand_in", "note")
+                      "triton_us", "ratio_triton_over_mlatune", "mlatune_rel_l2", "sdpa_rel_l2", "triton_rel_l2",
+                      "first_call_ms", "first_call_compiles", "first_call_stand_in", "note")
+
+
+def _median(row: Optional[Row]) -> float:
+    return row.median_us if row is not None else math.nan
+
+
+def _rel_l2(row: Optional[Row]) -> float:
+    return row.rel_l2 if row is not None else math.nan
 
 
 def write_random_csv(results: Sequence[RandomResult], path: Path) -> None:
@@ -246,26 +314,32 @@ def write_random_csv(results: Sequence[RandomResult], path: Path) -> None:
         writer = csv.writer(f)
         writer.writerow(RANDOM_CSV_COLUMNS)
         for r in results:
-            notes = "; ".join(row.note for row in (r.mlatune, r.sdpa) if row is not None and row.note)
-            writer.writerow([*r.shape.dims(), r.reason, r.choice,
-                             cell(r.mlatune.median_us if r.mlatune else math.nan),
-                             cell(r.sdpa.median_us if r.sdpa else math.nan), cell(r.ratio, ".4f"),
-                             cell(r.mlatune.rel_l2 if r.mlatune else math.nan, ".3e"),
-                             cell(r.sdpa.rel_l2 if r.sdpa else math.nan, ".3e"), cell(r.first_call_ms, ".4f"),
+            notes = "; ".join(f"{row.implementation}: {row.note}" for row in (r.mlatune, r.triton, r.sdpa)
+                              if row is not None and row.note)
+            writer.writerow([*r.shape.dims(), r.reason, r.choice, cell(_median(r.mlatune)), cell(_median(r.sdpa)),
+                             cell(r.ratio, ".4f"), cell(_median(r.triton)), cell(r.triton_ratio, ".4f"),
+                             cell(_rel_l2(r.mlatune), ".3e"), cell(_rel_l2(r.sdpa), ".3e"),
+                             cell(_rel_l2(r.triton), ".3e"), cell(r.first_call_ms, ".4f"),
                              r.first_call_compiles, int(r.first_call_stand_in), notes])
 
 
 def format_random_report(results: Sequence[RandomResult], method: str, environment: str) -> str:
-    lines = ["# mlatune vs SDPA on materialized K/V at unseen shapes", "", f"Environment: {environment}", "",
-             f"Shapes: {RANDOM_DISTRIBUTION}.", "", f"Method: {method}", "",
-             "| B,T,H,D,R | choice | mlatune µs | SDPA µs | SDPA / mlatune | rel-L2 mlatune | rel-L2 SDPA "
-             "| first call ms |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["# mlatune vs SDPA and Triton tf32x3 on materialized K/V at unseen shapes", "",
+             f"Environment: {environment}", "", f"Shapes: {RANDOM_DISTRIBUTION}.", "", f"Method: {method}", "",
+             "| B,T,H,D,R | choice | mlatune µs | Triton tf32x3 µs | SDPA µs | Triton / mlatune | SDPA / mlatune "
+             "| rel-L2 mlatune | rel-L2 Triton | rel-L2 SDPA | first call ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         lines.append(f"| {','.join(map(str, r.shape.dims()))} | {r.choice.replace('|', '/')} "
-                     f"| {_number(r.mlatune.median_us if r.mlatune else math.nan, '.1f')} "
-                     f"| {_number(r.sdpa.median_us if r.sdpa else math.nan, '.1f')} | {_number(r.ratio, '.2f')} "
-                     f"| {_error_text(r.mlatune) if r.mlatune else 'n/a'} | {_error_text(r.sdpa) if r.sdpa else 'n/a'} "
+                     f"| {_number(_median(r.mlatune), '.1f')} | {_number(_median(r.triton), '.1f')} "
+                     f"| {_number(_median(r.sdpa), '.1f')} | {_number(r.triton_ratio, '.2f')} "
+                     f"| {_number(r.ratio, '.2f')} | {_optional_error_text(r.mlatune)} "
+                     f"| {_optional_error_text(r.triton)} | {_optional_error_text(r.sdpa)} "
                      f"| {_number(r.first_call_ms, '.3f')}{' (stand-in)' if r.first_call_stand_in else ''} |")
+    triton_notes = [f"- {','.join(map(str, r.shape.dims()))}: {r.triton.note.replace('|', '/')}"
+                    for r in results if r.triton is not None and r.triton.note]
+    if triton_notes:
+        lines += ["", "Triton tf32x3 per shape (autotuning, not timed; or why there is no time):", ""] + triton_notes
     return "\n".join(lines + ["", random_summary(results)]) + "\n"
 
 
@@ -331,6 +405,10 @@ def _number(value: float, spec: str, suffix: str = "") -> str:
     return "n/a" if not math.isfinite(value) else format(value, spec) + suffix
 
 
+def _optional_error_text(row: Optional[Row]) -> str:
+    return _error_text(row) if row is not None else "n/a"
+
+
 def _error_text(row: Row) -> str:
     if not row.ok and math.isnan(row.rel_l2):
         return "n/a"
@@ -380,10 +458,67 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
                              cell(r.tflops, ".4f"), cell(r.pct_of_peak, ".2f"), r.note])
 
 
-def format_report(rows: Sequence[Row], choices: dict[str, str], method: str, environment: str) -> str:
-    """The markdown document: method and environment next to the numbers, one table per shape."""
-    parts = ["# mlatune vs PyTorch, side by side", "", f"Environment: {environment}", "",
-             f"Method: {method}", ""]
+def _row(rows: Sequence[Row], shape: Shape, implementation: str) -> Optional[Row]:
+    return next((r for r in rows if r.shape == shape and r.implementation == implementation), None)
+
+
+def _target_cells(shape: Shape, ours: Optional[Row]) -> tuple[str, str]:
+    """(target, whether mlatune meets it)."""
+    target = TARGETS_US.get(shape.label)
+    if target is None:
+        return "—", "—"
+    met = "n/a" if ours is None or not ours.ok else ("yes" if ours.median_us <= target else "no")
+    return f"≤ {target:g}", met
+
+
+def format_target_table(rows: Sequence[Row]) -> str:
+    """Issue 15's table: per shape mlatune, Triton tf32x3 and SDPA (µs, cold medians of one
+    run), the target, both ratios (above 1: mlatune faster) and the three errors."""
+    lines = ["| shape (B,T,H,D,R) | mlatune µs | Triton tf32x3 µs | SDPA materialized µs | target µs | met "
+             "| Triton / mlatune | SDPA / mlatune | rel-L2 mlatune | rel-L2 Triton | rel-L2 SDPA |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for shape in _shapes_in_order(rows):
+        ours, triton, sdpa = (_row(rows, shape, name) for name in ("mlatune", TRITON, "sdpa_materialized"))
+        target, met = _target_cells(shape, ours)
+        dims = ",".join(map(str, shape.dims()))
+        label = dims if shape.label == dims else f"{shape.label} {dims}"
+        lines.append(f"| {label} | {_number(_median(ours), '.1f')} | {_number(_median(triton), '.1f')} "
+                     f"| {_number(_median(sdpa), '.1f')} | {target} | {met} "
+                     f"| {_number(peer_ratio(triton, ours), '.2f')} | {_number(peer_ratio(sdpa, ours), '.2f')} "
+                     f"| {_optional_error_text(ours)} | {_optional_error_text(triton)} "
+                     f"| {_optional_error_text(sdpa)} |")
+    return "\n".join(lines)
+
+
+def ratio_summary_lines(rows: Sequence[Row]) -> list[str]:
+    """Geomean and worst of Triton / mlatune and of SDPA / mlatune over the shapes; a peer
+    without any time says so (its reason from the first of its rows)."""
+    lines = []
+    for name, title in ((TRITON, "Triton tf32x3"), ("sdpa_materialized", "SDPA materialized")):
+        pairs = [(shape.label, peer_ratio(_row(rows, shape, name), _row(rows, shape, "mlatune")))
+                 for shape in _shapes_in_order(rows)]
+        summary = summarize_ratios(pairs)
+        if summary is None:
+            why = next((r.note for r in rows if r.implementation == name and r.note), "not run")
+            lines.append(f"{title} / mlatune: n/a ({why})")
+            continue
+        behind = [key for key, ratio in pairs if math.isfinite(ratio) and ratio < 1.0]
+        lines.append(f"{title} / mlatune over {summary.count} shapes: geomean {summary.geomean:.2f}, "
+                     f"worst {summary.worst:.2f} at {summary.worst_key}; mlatune behind at "
+                     + (", ".join(behind) if behind else "none"))
+    return lines
+
+
+def format_report(rows: Sequence[Row], choices: dict[str, str], method: str, environment: str,
+                  triton_notes: Optional[dict[str, str]] = None) -> str:
+    """The markdown document: method and environment next to the numbers, the target table,
+    then one table per shape."""
+    parts = ["# mlatune vs Triton and PyTorch, side by side", "", f"Environment: {environment}", "",
+             f"Method: {method}", "", "## Against the targets (issue 15)", "", format_target_table(rows), ""]
+    parts += [f"- {line}" for line in ratio_summary_lines(rows)] + [""]
+    if triton_notes:
+        parts += ["## Triton tf32x3 autotuning (before timing, not in the times)", ""]
+        parts += [f"- {label}: {note}" for label, note in triton_notes.items()] + [""]
     for shape in _shapes_in_order(rows):
         shape_rows = [r for r in rows if r.shape == shape]
         parts += [f"## {shape.describe()}", "",
@@ -405,7 +540,7 @@ def format_report(rows: Sequence[Row], choices: dict[str, str], method: str, env
 
 
 def summary_lines(rows: Sequence[Row]) -> list[str]:
-    """Per shape: mlatune against the fastest accurate PyTorch implementation."""
+    """Per shape: mlatune against the fastest accurate peer (Triton or PyTorch)."""
     lines = []
     for shape in _shapes_in_order(rows):
         shape_rows = [r for r in rows if r.shape == shape]
@@ -414,9 +549,9 @@ def summary_lines(rows: Sequence[Row]) -> list[str]:
         best = min(theirs, key=lambda r: r.median_us) if theirs else None
         if ours is None:
             lines.append(f"{shape.label}: mlatune failed" + (
-                f"; fastest accurate PyTorch: {best.implementation} {best.median_us:.1f} µs" if best else ""))
+                f"; fastest accurate peer: {best.implementation} {best.median_us:.1f} µs" if best else ""))
         elif best is None:
-            lines.append(f"{shape.label}: mlatune {ours.median_us:.1f} µs; no accurate PyTorch result")
+            lines.append(f"{shape.label}: mlatune {ours.median_us:.1f} µs; no accurate peer result")
         else:
             factor = best.median_us / ours.median_us
             verdict = f"{factor:.2f}× faster" if factor >= 1 else f"{1 / factor:.2f}× slower"
@@ -573,15 +708,21 @@ class Mlatune:
 # The PyTorch implementations (tensors: q [B,T,H,D], latent [B,T,R], w_k and w_v [R,H,D])
 
 
-def materialized_sdpa(q, latent, w_k, w_v):
-    """K and V expanded by two matmuls, then SDPA; returns [B,T,H,D] (a transposed view)."""
-    import torch.nn.functional as F
-
+def materialize_kv(q, latent, w_k, w_v):
+    """K and V expanded by two strict-fp32 matmuls: contiguous [B,T,H,D] each."""
     B, T, H, D = q.shape
     R = latent.shape[-1]
     flat = latent.reshape(B * T, R)
     k = (flat @ w_k.reshape(R, H * D)).view(B, T, H, D)
     v = (flat @ w_v.reshape(R, H * D)).view(B, T, H, D)
+    return k, v
+
+
+def materialized_sdpa(q, latent, w_k, w_v):
+    """K and V expanded by two matmuls, then SDPA; returns [B,T,H,D] (a transposed view)."""
+    import torch.nn.functional as F
+
+    k, v = materialize_kv(q, latent, w_k, w_v)
     out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
     return out.transpose(1, 2)
 
@@ -636,6 +777,140 @@ def make_inputs(shape: Shape, seed: int, weights: str, device):
         w_k.mul_(R ** -0.5)
         w_v.mul_(R ** -0.5)
     return q, latent, w_k, w_v
+
+
+# ---------------------------------------------------------------------------------------
+# The Triton peer on the GPU (bench/triton_flash_attention.py; its plan in bench/triton_peer.py)
+
+
+@dataclasses.dataclass
+class TritonPeer:
+    """The Triton peer of one run: its kernel module, or why there is none."""
+
+    space: SearchSpace
+    shared_memory_limit: int = H200_SHARED_MEMORY_PER_BLOCK
+    module: object = None
+    unavailable: str = ""
+    version: str = ""
+    precompile: str = ""  # what the compiler pool did, for the method text
+    tune_reps: int = 5
+
+
+def load_triton_peer(args, torch) -> TritonPeer:
+    """Imports the kernel module; without Triton the peer stays, with its reason, so that
+    its column reads n/a instead of disappearing."""
+    peer = TritonPeer(search_for(args.triton_search, args.random_shapes is not None), tune_reps=args.triton_tune_reps)
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    peer.shared_memory_limit = getattr(props, "shared_memory_per_block_optin", H200_SHARED_MEMORY_PER_BLOCK)
+    if args.skip_triton:
+        peer.unavailable = "skipped (--skip-triton)"
+        return peer
+    try:
+        import triton
+
+        import triton_flash_attention
+    except Exception as e:  # noqa: BLE001 - ImportError, or a Triton too old for the kernel's API
+        peer.unavailable = f"Triton unavailable: {first_line(e)}"
+        print(f"WARNING: {peer.unavailable}; the {TRITON} column reads n/a", file=sys.stderr, flush=True)
+        return peer
+    peer.module = triton_flash_attention
+    peer.version = getattr(triton, "__version__", "unknown")
+    return peer
+
+
+def precompile_triton(peer: TritonPeer, shapes: Sequence[Shape], workers: int) -> None:
+    """Compiles every binary the run's autotuning will launch, in a pool of processes, into
+    Triton's on-disk cache, before anything is timed: one process compiles one config at a
+    time (0.5 to 9.5 s each on the H200 machine), which would make autotuning the run's
+    bottleneck.  The benchmark process then loads each binary at its first launch; whatever
+    a worker could not compile, it compiles there itself."""
+    if peer.module is None:
+        return
+    jobs = compile_jobs(plan_shape(s.T, s.D, peer.space, peer.shared_memory_limit) for s in shapes)
+    if workers == 0:
+        peer.precompile = f"{len(jobs)} binaries compiled at their first launch (--triton-workers 0)"
+        return
+    workers = min(workers, len(jobs), os.cpu_count() or 1)
+    print(f"# Triton: compiling {len(jobs)} binaries on {workers} processes before any timing", flush=True)
+    started = time.monotonic()
+    failures: list[str] = []
+    compile_seconds = 0.0
+    try:
+        context = multiprocessing.get_context("spawn")  # never fork a process that holds a CUDA context
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            for done, (job, seconds, error) in enumerate(pool.map(peer.module.precompile, jobs), 1):
+                compile_seconds += seconds
+                if error:
+                    failures.append(f"D={job.head_dim} {job.config.text()}: {error}")
+                if done % 50 == 0:
+                    print(f"#   {done}/{len(jobs)} in {time.monotonic() - started:.0f} s", flush=True)
+    except Exception as e:  # noqa: BLE001 - e.g. a worker died: the benchmark compiles what is missing
+        failures.append(f"compiler pool stopped: {first_line(e)}")
+    wall = time.monotonic() - started
+    peer.precompile = (f"{len(jobs)} binaries compiled before timing by {workers} processes in {wall:.1f} s "
+                       f"({compile_seconds:.0f} s of compilation)"
+                       + (f"; {len(failures)} failed there (first: {failures[0]})" if failures else ""))
+    print(f"# Triton: {peer.precompile}", flush=True)
+
+
+def autotune_triton(peer: TritonPeer, shape: Shape, q, k, v, reference, timer: Timer) -> TuneRecord:
+    """Times every candidate of the shape's plan on the attention kernel alone (K and V made
+    once), the same cold way as the benchmark with fewer calls, and drops configs that
+    Triton rejects or that miss the accuracy bound: the record's best is the fastest
+    accurate config."""
+    record = TuneRecord(plan_shape(shape.T, shape.D, peer.space, peer.shared_memory_limit))
+    tune_timer = dataclasses.replace(timer, reps=peer.tune_reps, budget_s=min(timer.budget_s, 5.0))
+    out = q.new_empty(q.shape)
+    for config in record.plan.candidates:
+        started = time.monotonic()
+        try:
+            out.fill_(float("nan"))
+            peer.module.launch(q, k, v, out, config)  # loads (or compiles) the binary
+            error = relative_l2(out, reference)  # synchronizes, so a launch failure surfaces here
+        except Exception as e:  # noqa: BLE001 - e.g. OutOfResources: a config that cannot run
+            record.rejected[config] = first_line(e)
+            record.first_launch_s += time.monotonic() - started
+            continue
+        record.first_launch_s += time.monotonic() - started
+        if not error <= REL_L2_TOLERANCE:
+            record.inaccurate[config] = error
+            continue
+        started = time.monotonic()
+        samples = tune_timer.time(lambda config=config: peer.module.launch(q, k, v, out, config))
+        record.times_us[config] = statistics.median(samples)
+        record.timing_s += time.monotonic() - started
+    return record
+
+
+def triton_row(peer: TritonPeer, shape: Shape, inputs, reference, timer: Timer, warmup: int,
+               notes: dict[str, str]) -> Row:
+    """The peer at one shape: autotuned first, then timed whole (both matmuls and the
+    attention kernel with the best config) like every other implementation."""
+    if peer.module is None:
+        return Row(shape, TRITON, "failed", note=peer.unavailable)
+    try:
+        k, v = materialize_kv(*inputs)
+        record = autotune_triton(peer, shape, inputs[0], k, v, reference, timer)
+        del k, v
+    except Exception as e:  # noqa: BLE001 - e.g. out of memory at a large shape
+        return Row(shape, TRITON, "failed", note=f"autotuning failed: {_failure_text(e)}")
+    notes[shape.label] = record.summary()
+    print(f"  Triton {record.summary()}", flush=True)
+    best = record.best
+    if best is None:
+        return Row(shape, TRITON, "failed", note=f"no config ran: {record.summary()}")
+    q = inputs[0]
+    out = q.new_empty(q.shape)
+
+    def run_triton():
+        k, v = materialize_kv(*inputs)
+        peer.module.launch(q, k, v, out, best)
+        return out
+
+    note = f"{best.text()}; autotuned over {len(record.plan.candidates)} configs in " \
+           f"{record.first_launch_s + record.timing_s:.1f} s (not timed)"
+    return measure(shape, TRITON, run_triton, reference, timer, warmup, poison=lambda: out.fill_(float("nan")),
+                   note=note)
 
 
 # ---------------------------------------------------------------------------------------
@@ -703,64 +978,100 @@ def measure(shape: Shape, name: str, fn: Callable[[], object], reference, timer:
         return Row(shape, name, "failed", note=_failure_text(e))
 
 
-def benchmark_shape(shape: Shape, index: int, args, timer: Timer, mlatune: Optional[Mlatune],
-                    mlatune_failure: str, choices: dict[str, str]) -> list[Row]:
+@dataclasses.dataclass
+class GpuRun:
+    """What both benchmark modes start with and share across shapes."""
+
+    torch: object
+    args: argparse.Namespace
+    mlatune: Optional[Mlatune]
+    mlatune_failure: str      # why mlatune is None
+    triton: TritonPeer
+    environment: str
+    timer: Optional[Timer] = None
+    choices: dict[str, str] = dataclasses.field(default_factory=dict)        # mlatune's, per shape label
+    triton_notes: dict[str, str] = dataclasses.field(default_factory=dict)   # autotuning, per shape label
+
+    def make_timer(self, stream) -> Timer:
+        args = self.args
+        self.timer = Timer(stream, self.torch.empty(FLUSH_BYTES, dtype=self.torch.uint8, device="cuda"),
+                           args.busy_cycles, args.reps, args.budget_s)
+        return self.timer
+
+    def triton_method(self) -> str:
+        peer = self.triton
+        if peer.module is None:
+            return f" Triton tf32x3: n/a ({peer.unavailable})."
+        return (f" Triton {peer.version} tf32x3: autotuned per shape before timing over {peer.space.describe()}, "
+                f"less configs pruned as bench/triton_peer.py says; each candidate timed on the attention kernel "
+                f"alone, cold, median of {peer.tune_reps} calls, after its output passed rel-L2 <= "
+                f"{REL_L2_TOLERANCE:g}; {peer.precompile}.")
+
+
+def mlatune_row(run: GpuRun, shape: Shape, inputs, reference) -> Row:
     import torch
 
-    inputs = make_inputs(shape, args.seed + index, args.weights, "cuda")
-    reference = reference_fp64(*inputs)
-    rows = []
-
-    # (a) mlatune
+    mlatune, timer = run.mlatune, run.timer
     if mlatune is None:
-        rows.append(Row(shape, "mlatune", "failed", note=mlatune_failure))
-    else:
-        try:
-            choices[shape.label] = mlatune.choice(shape)
-        except MlatuneError as e:
-            choices[shape.label] = f"unknown ({e})"
-        print(f"  mlatune choice: {choices[shape.label]}")
-        out = torch.empty_like(inputs[0])
-        stream_handle = timer.stream.cuda_stream
-        compiles_before = mlatune.compile_count()
+        return Row(shape, "mlatune", "failed", note=run.mlatune_failure)
+    try:
+        run.choices[shape.label] = mlatune.choice(shape)
+    except MlatuneError as e:
+        run.choices[shape.label] = f"unknown ({e})"
+    print(f"  mlatune choice: {run.choices[shape.label]}")
+    out = torch.empty_like(inputs[0])
+    stream_handle = timer.stream.cuda_stream
+    compiles_before = mlatune.compile_count()
 
-        def run_mlatune():
-            mlatune.attention(*inputs, out, stream_handle)
-            return out
+    def run_mlatune():
+        mlatune.attention(*inputs, out, stream_handle)
+        return out
 
-        row = measure(shape, "mlatune", run_mlatune, reference, timer, args.warmup,
-                      poison=lambda: out.fill_(float("nan")))
-        compiled = mlatune.compile_count() - compiles_before
-        if compiled:
-            row.note = (row.note + "; " if row.note else "") + f"{compiled} NVRTC compile(s) on first use (warm-up)"
-        if not row.ok:
-            print(f"  mlatune failed: {row.note}")
-        rows.append(row)
+    row = measure(shape, "mlatune", run_mlatune, reference, timer, run.args.warmup,
+                  poison=lambda: out.fill_(float("nan")))
+    compiled = mlatune.compile_count() - compiles_before
+    if compiled:
+        row.note = (row.note + "; " if row.note else "") + f"{compiled} NVRTC compile(s) on first use (warm-up)"
+    if not row.ok:
+        print(f"  mlatune failed: {row.note}")
+    return row
 
-    # (b) materialized K/V + SDPA
-    rows.append(measure(shape, "sdpa_materialized", lambda: materialized_sdpa(*inputs), reference, timer,
-                        args.warmup))
 
-    # (c) absorbed, eager; (d) the same compiled
+def absorbed_rows(run: GpuRun, shape: Shape, inputs, reference) -> list[Row]:
+    """The absorbed form, eager and (unless --skip-compile) through torch.compile."""
+    import torch
+
+    args, timer = run.args, run.timer
     future = torch.ones(shape.T, shape.T, dtype=torch.bool, device="cuda").triu(1)
     scale = 1.0 / math.sqrt(shape.D)
-    rows.append(measure(shape, "absorbed_eager", lambda: absorbed(*inputs, future, scale), reference, timer,
-                        args.warmup))
+    rows = [measure(shape, "absorbed_eager", lambda: absorbed(*inputs, future, scale), reference, timer,
+                    args.warmup)]
     if args.skip_compile:
-        rows.append(Row(shape, "absorbed_compiled", "failed", note="skipped (--skip-compile)"))
-    else:
-        torch._dynamo.reset()  # one specialization per shape, never the recompile limit
-        try:
-            compiled_fn = torch.compile(absorbed, dynamic=False)
-            started = time.monotonic()
-            compiled_fn(*inputs, future, scale)  # compiles; failures surface here
-            timer.stream.synchronize()
-            note = f"compiled in {time.monotonic() - started:.1f} s (not timed)"
-            rows.append(measure(shape, "absorbed_compiled", lambda: compiled_fn(*inputs, future, scale),
-                                reference, timer, args.warmup, note=note))
-        except Exception as e:  # noqa: BLE001 - a compiler failure is a result to report
-            rows.append(Row(shape, "absorbed_compiled", "failed", note=f"torch.compile: {_failure_text(e)}"))
+        return rows + [Row(shape, "absorbed_compiled", "failed", note="skipped (--skip-compile)")]
+    torch._dynamo.reset()  # one specialization per shape, never the recompile limit
+    try:
+        compiled_fn = torch.compile(absorbed, dynamic=False)
+        started = time.monotonic()
+        compiled_fn(*inputs, future, scale)  # compiles; failures surface here
+        timer.stream.synchronize()
+        note = f"compiled in {time.monotonic() - started:.1f} s (not timed)"
+        rows.append(measure(shape, "absorbed_compiled", lambda: compiled_fn(*inputs, future, scale),
+                            reference, timer, args.warmup, note=note))
+    except Exception as e:  # noqa: BLE001 - a compiler failure is a result to report
+        rows.append(Row(shape, "absorbed_compiled", "failed", note=f"torch.compile: {_failure_text(e)}"))
+    return rows
 
+
+def benchmark_shape(run: GpuRun, shape: Shape, index: int) -> list[Row]:
+    import torch
+
+    args, timer = run.args, run.timer
+    inputs = make_inputs(shape, args.seed + index, args.weights, "cuda")
+    reference = reference_fp64(*inputs)
+    rows = [mlatune_row(run, shape, inputs, reference),
+            triton_row(run.triton, shape, inputs, reference, timer, args.warmup, run.triton_notes),
+            measure(shape, "sdpa_materialized", lambda: materialized_sdpa(*inputs), reference, timer, args.warmup)]
+    rows += absorbed_rows(run, shape, inputs, reference)
     fill_ratios(rows)
     del inputs, reference
     torch.cuda.empty_cache()
@@ -779,18 +1090,19 @@ def load_torch():
     return torch
 
 
-def environment_text(torch) -> str:
+def environment_text(torch, triton_version: str) -> str:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     l2 = getattr(props, "L2_cache_size", 0)
     return (f"{props.name}, {props.multi_processor_count} SMs" + (f", {l2 >> 20} MiB L2" if l2 else "")
             + f"; torch {torch.__version__} (CUDA {torch.version.cuda}), TF32 matmul "
-            f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}; Python {sys.version.split()[0]}; "
+            f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}; "
+            f"Triton {triton_version or 'n/a'}; Python {sys.version.split()[0]}; "
             f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
 
 
 def start_gpu_run(args, offline_option: str, without_mlatune: str):
-    """PyTorch on a GPU and mlatune's dispatcher, as both benchmark modes start:
-    (torch, mlatune or None, why mlatune is unavailable), or an exit code when
+    """PyTorch on a GPU, mlatune's dispatcher and the Triton peer (its binaries compiled for
+    every shape of the run), as both benchmark modes start: a GpuRun, or an exit code when
     PyTorch or a GPU is missing (`offline_option` names what runs without)."""
     try:
         torch = load_torch()
@@ -801,54 +1113,62 @@ def start_gpu_run(args, offline_option: str, without_mlatune: str):
         print("error: no CUDA GPU visible to PyTorch", file=sys.stderr)
         return 1
     try:
-        return torch, Mlatune(args.lib, args.db, args.space), ""
+        mlatune, mlatune_failure = Mlatune(args.lib, args.db, args.space), ""
     except MlatuneError as e:
         print(f"mlatune unavailable, {without_mlatune} only: {e}", file=sys.stderr)
-        return torch, None, str(e)
+        mlatune, mlatune_failure = None, str(e)
+    peer = load_triton_peer(args, torch)
+    run = GpuRun(torch, args, mlatune, mlatune_failure, peer, environment_text(torch, peer.version))
+    print(f"# {run.environment}", flush=True)
+    precompile_triton(peer, args.shapes, args.triton_workers)
+    return run
 
 
 def run_benchmark(args) -> int:
-    started = start_gpu_run(args, "--self-test", "PyTorch")
-    if isinstance(started, int):
-        return started
-    torch, mlatune, mlatune_failure = started
-
-    environment = environment_text(torch)
-    print(f"# {environment}")
+    run = start_gpu_run(args, "--self-test or --dry-run", "Triton and PyTorch")
+    if isinstance(run, int):
+        return run
+    torch = run.torch
     stream = torch.cuda.Stream()
     rows: list[Row] = []
-    choices: dict[str, str] = {}
     with torch.cuda.stream(stream):
-        timer = Timer(stream, torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda"), args.busy_cycles,
-                      args.reps, args.budget_s)
+        timer = run.make_timer(stream)
         weights = "N(0,1) as the tuner draws them" if args.weights == "unit" else "N(0,1)/sqrt(R)"
         method = (timer.method(args.warmup) + f" Inputs: fresh N(0,1) float32 per shape (seed {args.seed} "
-                  f"+ shape index), weights {weights}.")
+                  f"+ shape index), weights {weights}." + run.triton_method())
         print(f"# {method}")
         for index, shape in enumerate(args.shapes):
-            print(f"\n== {shape.describe()}: {materialized_flops(shape) / 1e9:.3f} GFLOP materialized")
+            print(f"\n== {shape.describe()}: {materialized_flops(shape) / 1e9:.3f} GFLOP materialized", flush=True)
             try:
-                shape_rows = benchmark_shape(shape, index, args, timer, mlatune, mlatune_failure, choices)
+                shape_rows = benchmark_shape(run, shape, index)
             except Exception as e:  # noqa: BLE001 - e.g. the inputs or the reference do not fit
                 failure = f"shape not run: {_failure_text(e)}"
                 shape_rows = [Row(shape, name, "failed", note=failure) for name in IMPLEMENTATIONS]
                 torch.cuda.empty_cache()
-            print(format_table(shape_rows))
+            print(format_table(shape_rows), flush=True)
             rows += shape_rows
-    if mlatune is not None:
-        print(f"\nmlatune NVRTC compilations in this process: {mlatune.compile_count()}")
-        mlatune.close()
+    if run.mlatune is not None:
+        print(f"\nmlatune NVRTC compilations in this process: {run.mlatune.compile_count()}")
+        run.mlatune.close()
 
-    print("\n" + "\n".join(summary_lines(rows)))
+    print("\n" + format_target_table(rows) + "\n\n" + "\n".join(ratio_summary_lines(rows) + summary_lines(rows)))
+    write_outputs(rows, run, method)
+    return 0
+
+
+def write_outputs(rows: Sequence[Row], run: GpuRun, method: str) -> None:
+    """The CSV, the markdown report and the plot under --out-dir; flags on stdout."""
+    args = run.args
     out_dir = args.out_dir
     write_csv(rows, out_dir / f"{args.stem}.csv")
-    (out_dir / f"{args.stem}.md").write_text(format_report(rows, choices, method, environment))
+    (out_dir / f"{args.stem}.md").write_text(format_report(rows, run.choices, method, run.environment,
+                                                           run.triton_notes))
     written = [f"{args.stem}.csv", f"{args.stem}.md"]
     if not any(r.ok for r in rows):
         print("no plot: no implementation produced a time", file=sys.stderr)
     else:
         try:
-            title = f"fused MLA attention, strict fp32, cold L2: {environment.split(';')[0]}"
+            title = f"fused MLA attention, strict fp32, cold L2: {run.environment.split(';')[0]}"
             write_plot(rows, out_dir / f"{args.stem}.png", title)
             written.append(f"{args.stem}.png")
         except ImportError as e:
@@ -857,7 +1177,6 @@ def run_benchmark(args) -> int:
     flagged = [r for r in rows if r.ok and not r.accurate]
     for r in flagged:
         print(f"FLAGGED: {r.implementation} at {r.shape.label}: rel-L2 {r.rel_l2:.2e} > {REL_L2_TOLERANCE:g}")
-    return 0
 
 
 def first_call(mlatune: Mlatune, inputs, out, stream_handle: int) -> tuple[float, int]:
@@ -875,35 +1194,44 @@ def first_call(mlatune: Mlatune, inputs, out, stream_handle: int) -> tuple[float
     return host_ms, mlatune.compile_count() - compiles
 
 
-def random_shape_result(shape: Shape, index: int, args, timer: Timer, mlatune: Optional[Mlatune],
-                        mlatune_failure: str) -> RandomResult:
+def random_mlatune(run: GpuRun, result: RandomResult, inputs, reference) -> None:
+    """mlatune's first call at the shape (host time, compiles, stand-in), then its steady state."""
     import torch
 
+    mlatune, timer, shape = run.mlatune, run.timer, result.shape
+    if mlatune is None:
+        result.mlatune = Row(shape, "mlatune", "failed", note=run.mlatune_failure)
+        return
+    out = torch.empty_like(inputs[0])
+    stream_handle = timer.stream.cuda_stream
+    try:
+        result.choice = mlatune.choice(shape)
+        result.first_call_ms, result.first_call_compiles = first_call(mlatune, inputs, out, stream_handle)
+        # Timed from here is the steady state: the chosen binary, not a
+        # stand-in still running while it compiles in the background.
+        result.first_call_stand_in = mlatune.runs_stand_in(shape)
+        mlatune.wait_compiles()
+        result.choice = mlatune.choice(shape)
+    except MlatuneError as e:
+        result.choice = result.choice or f"unknown ({e})"
+
+    def run_mlatune():
+        mlatune.attention(*inputs, out, stream_handle)
+        return out
+
+    result.mlatune = measure(shape, "mlatune", run_mlatune, reference, timer, run.args.warmup,
+                             poison=lambda: out.fill_(float("nan")))
+
+
+def random_shape_result(run: GpuRun, shape: Shape, index: int) -> RandomResult:
+    import torch
+
+    args, timer = run.args, run.timer
     inputs = make_inputs(shape, args.seed + index, args.weights, "cuda")
     reference = reference_fp64(*inputs)
     result = RandomResult(shape)
-    if mlatune is None:
-        result.mlatune = Row(shape, "mlatune", "failed", note=mlatune_failure)
-    else:
-        out = torch.empty_like(inputs[0])
-        stream_handle = timer.stream.cuda_stream
-        try:
-            result.choice = mlatune.choice(shape)
-            result.first_call_ms, result.first_call_compiles = first_call(mlatune, inputs, out, stream_handle)
-            # Timed from here is the steady state: the chosen binary, not a
-            # stand-in still running while it compiles in the background.
-            result.first_call_stand_in = mlatune.runs_stand_in(shape)
-            mlatune.wait_compiles()
-            result.choice = mlatune.choice(shape)
-        except MlatuneError as e:
-            result.choice = result.choice or f"unknown ({e})"
-
-        def run_mlatune():
-            mlatune.attention(*inputs, out, stream_handle)
-            return out
-
-        result.mlatune = measure(shape, "mlatune", run_mlatune, reference, timer, args.warmup,
-                                 poison=lambda: out.fill_(float("nan")))
+    random_mlatune(run, result, inputs, reference)
+    result.triton = triton_row(run.triton, shape, inputs, reference, timer, args.warmup, run.triton_notes)
     result.sdpa = measure(shape, "sdpa_materialized", lambda: materialized_sdpa(*inputs), reference, timer,
                           args.warmup)
     del inputs, reference
@@ -912,37 +1240,38 @@ def random_shape_result(shape: Shape, index: int, args, timer: Timer, mlatune: O
 
 
 def run_random_benchmark(args) -> int:
-    started = start_gpu_run(args, "--dry-run", "SDPA")
-    if isinstance(started, int):
-        return started
-    torch, mlatune, mlatune_failure = started
-    environment = environment_text(torch)
-    print(f"# {environment}\n# shapes: {RANDOM_DISTRIBUTION} (seed {args.seed})")
+    run = start_gpu_run(args, "--dry-run", "Triton and SDPA")
+    if isinstance(run, int):
+        return run
+    torch = run.torch
+    print(f"# shapes: {RANDOM_DISTRIBUTION} (seed {args.seed})")
     stream = torch.cuda.Stream()
     results: list[RandomResult] = []
     with torch.cuda.stream(stream):
-        timer = Timer(stream, torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda"), args.busy_cycles,
-                      args.reps, args.budget_s)
+        timer = run.make_timer(stream)
         method = (timer.method(args.warmup) + f" Inputs: fresh N(0,1) float32 per shape (seed {args.seed} + "
                   "shape index). First call: host time (perf_counter) of mlatune's first launch at the shape, "
-                  "the GPU idle before it, before any warm-up.")
+                  "the GPU idle before it, before any warm-up." + run.triton_method())
         for index, shape in enumerate(args.shapes):
             try:
-                result = random_shape_result(shape, index, args, timer, mlatune, mlatune_failure)
+                result = random_shape_result(run, shape, index)
             except Exception as e:  # noqa: BLE001 - e.g. the inputs or the reference do not fit
                 failure = f"shape not run: {_failure_text(e)}"
                 result = RandomResult(shape, mlatune=Row(shape, "mlatune", "failed", note=failure),
-                                      sdpa=Row(shape, "sdpa_materialized", "failed", note=failure))
+                                      sdpa=Row(shape, "sdpa_materialized", "failed", note=failure),
+                                      triton=Row(shape, TRITON, "failed", note=failure))
                 torch.cuda.empty_cache()
             results.append(result)
-            print(f"{','.join(map(str, shape.dims()))}: mlatune {_number(result.mlatune.median_us, '.1f')} µs, "
-                  f"SDPA {_number(result.sdpa.median_us, '.1f')} µs, SDPA/mlatune {_number(result.ratio, '.2f')}, "
-                  f"first call {_number(result.first_call_ms, '.3f')} ms; {result.choice}", flush=True)
-    if mlatune is not None:
-        mlatune.close()
+            print(f"{','.join(map(str, shape.dims()))}: mlatune {_number(_median(result.mlatune), '.1f')} µs, "
+                  f"Triton {_number(_median(result.triton), '.1f')} µs, SDPA {_number(_median(result.sdpa), '.1f')} "
+                  f"µs, Triton/mlatune {_number(result.triton_ratio, '.2f')}, SDPA/mlatune "
+                  f"{_number(result.ratio, '.2f')}, first call {_number(result.first_call_ms, '.3f')} ms; "
+                  f"{result.choice}", flush=True)
+    if run.mlatune is not None:
+        run.mlatune.close()
     print("\n" + random_summary(results))
     write_random_csv(results, args.out_dir / f"{args.stem}.csv")
-    (args.out_dir / f"{args.stem}.md").write_text(format_random_report(results, method, environment))
+    (args.out_dir / f"{args.stem}.md").write_text(format_random_report(results, method, run.environment))
     print(f"wrote {args.out_dir / (args.stem + '.csv')}, {args.out_dir / (args.stem + '.md')}")
     return 0
 
@@ -1110,7 +1439,7 @@ def self_test(library: Optional[Path]) -> int:
 def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
     default_db = Path(os.environ.get("MLATUNE_DB", "mlatune.db"))
     parser = argparse.ArgumentParser(
-        description="Benchmark mlatune's fused MLA attention against PyTorch, side by side, in one process.")
+        description="Benchmark mlatune's fused MLA attention against Triton and PyTorch, side by side, in one process.")
     parser.add_argument("--lib", type=Path,
                         help="libmlatune_c.so (default: build/libmlatune_c.so; --self-test loads it only if given)")
     parser.add_argument("--db", type=Path, default=default_db,
@@ -1134,14 +1463,26 @@ def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
                         help="where the CSV, markdown and PNG go")
     parser.add_argument("--stem", default="side_by_side", help="their file name without extension")
     parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile")
+    parser.add_argument("--skip-triton", action="store_true",
+                        help="leave out the Triton peer (its column then reads n/a: skipped)")
+    parser.add_argument("--triton-search", choices=sorted(SEARCHES),
+                        help="the Triton peer's autotuning grid (default: full for --shapes, reduced for "
+                             "--random-shapes, where every head size compiles anew); --dry-run prints it")
+    parser.add_argument("--triton-workers", type=_non_negative_int,
+                        default=min(DEFAULT_TRITON_WORKERS, os.cpu_count() or 1),
+                        help="processes that compile the Triton binaries before timing (0: each compiles at its "
+                             "first launch in the benchmark process); default: min(16, cores)")
+    parser.add_argument("--triton-tune-reps", type=_positive_int, default=MIN_SAMPLES,
+                        help="cold calls timed per Triton config while autotuning (median)")
     parser.add_argument("--random-shapes", type=_positive_int, metavar="N",
-                        help="benchmark N unseen shapes instead of --shapes (mlatune and SDPA only), drawn with "
+                        help="benchmark N unseen shapes instead of --shapes (mlatune, Triton and SDPA), drawn with "
                              "--seed from: " + RANDOM_DISTRIBUTION)
     parser.add_argument("--memory-budget-gib", type=float, default=DEFAULT_MEMORY_BUDGET_GIB,
                         help="--random-shapes: largest estimated peak memory of a shape (float64 reference's "
                              "three B*H*T*T tensors and K/V plus the fp32 tensors), GiB")
     parser.add_argument("--dry-run", action="store_true",
-                        help="--random-shapes: print the drawn shapes and exit (no GPU, no torch)")
+                        help="print the shapes (drawn, with --random-shapes) and the Triton peer's autotuning plan, "
+                             "and exit (no GPU, torch or Triton)")
     parser.add_argument("--out", type=Path, dest="out_dir", help="same as --out-dir")
     parser.add_argument("--self-test", action="store_true",
                         help="check the GPU-free parts and exit (with --lib: also the ctypes binding)")
@@ -1162,6 +1503,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def dry_run_text(args) -> str:
+    """The shapes and the Triton peer's plan, for the H200's shared-memory limit."""
+    space = search_for(args.triton_search, args.random_shapes is not None)
+    plan = format_plan([(s.label, s.T, s.D) for s in args.shapes], space)
+    if args.random_shapes is not None:
+        shapes = "\n".join(",".join(map(str, s.dims())) for s in args.shapes)
+        return (f"{shapes}\ndrew {len(args.shapes)} shapes (seed {args.seed}, none tuned in {args.db}): "
+                f"{RANDOM_DISTRIBUTION}\n{plan}")
+    return "\n".join(s.describe() for s in args.shapes) + "\n" + plan
+
+
 def main(argv: Sequence[str]) -> int:
     args = parse_arguments(argv)
     if args.self_test:
@@ -1169,6 +1528,9 @@ def main(argv: Sequence[str]) -> int:
     if args.lib is None:
         args.lib = REPO_ROOT / "build" / "libmlatune_c.so"
     if args.random_shapes is None:
+        if args.dry_run:
+            print(dry_run_text(args))
+            return 0
         return run_benchmark(args)
     if args.stem == "side_by_side":
         args.stem = "random_shapes"
@@ -1179,9 +1541,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.dry_run:
-        for shape in args.shapes:
-            print(",".join(map(str, shape.dims())))
-        print(f"drew {len(args.shapes)} shapes (seed {args.seed}, none tuned in {args.db}): {RANDOM_DISTRIBUTION}")
+        print(dry_run_text(args))
         return 0
     return run_random_benchmark(args)
 

@@ -22,3 +22,16 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(mla_vs_torch_random_shapes_dry_run PROPERTIES LABELS unit
                        PASS_REGULAR_EXPRESSION "^([0-9]+,[0-9]+,[0-9]+,[0-9]+,[0-9]+\n)+drew 20 shapes \\(seed 3")
 endif()
+# bench/tests/test_*.py (unittest): the Triton peer's grid and pruning, the target
+# table and ratios, the random-shapes outputs, the options, the autotuning loop on
+# stand-ins, and the Triton kernel's body run by a pure-Python stand-in of Triton
+# against a float64 attention.  Needs python3 only: no Triton, torch or GPU.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME mla_vs_torch_unit_tests
+           COMMAND Python3::Interpreter -m unittest discover -s ${CMAKE_SOURCE_DIR}/bench/tests
+                   -t ${CMAKE_SOURCE_DIR}/bench/tests -p "test_*.py")
+else()
+  add_test(NAME mla_vs_torch_unit_tests COMMAND python3-not-found)
+  set_tests_properties(mla_vs_torch_unit_tests PROPERTIES DISABLED TRUE)
+endif()
+set_tests_properties(mla_vs_torch_unit_tests PROPERTIES LABELS unit)
