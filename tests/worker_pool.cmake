@@ -8,3 +8,5 @@ add_dependencies(worker_pool_test fake_gpu_worker)
 target_compile_definitions(worker_pool_test PRIVATE MLATUNE_FAKE_GPU_WORKER="$<TARGET_FILE:fake_gpu_worker>")
 add_dependencies(tune_gpus_cli_test fake_gpu_worker mlatune)
 target_compile_definitions(tune_gpus_cli_test PRIVATE MLATUNE_FAKE_GPU_WORKER="$<TARGET_FILE:fake_gpu_worker>")
+# The real two-GPU sweep (skips with fewer than two GPUs).
+add_dependencies(gpu_multi_gpu_test mlatune mlatune-worker)
