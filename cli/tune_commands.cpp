@@ -50,6 +50,7 @@ struct TuneOptions {
   int cut_after = TimingOptions{}.cut_min_samples;
   std::vector<std::string> where;  // extra constraints on the candidates
   std::string shard;               // "I/N"; empty: from Slurm, else none
+  std::string gpus;                // "all" or "0,2"; empty: one GPU
 };
 
 /// --shard I/N, else the task of a Slurm job array, else none.
@@ -85,6 +86,7 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.timing.cut_min_samples = options.cut_after;
   s.cutoff = options.cutoff;
   s.shard = shard_choice(options.shard);
+  if (!options.gpus.empty()) s.gpus = parse_gpu_selection(options.gpus);
   return s;
 }
 
@@ -185,6 +187,10 @@ void add_tune_commands(CLI::App& app) {
                    "SLURM_ARRAY_TASK_COUNT when set. Brute force and random split each shape's "
                    "candidates, annealing and model whole shapes")
       ->type_name("I/N");
+  tune->add_option("--gpus", options->gpus,
+                   "time on these GPUs, one worker process each, fed from one queue and one compile pool: "
+                   "`all` or ordinals such as 0,2 (all of one model; default: the first GPU only)")
+      ->type_name("all|I,J,...");
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(whole_number(0, 1024));
   tune->callback([options, strategy] {

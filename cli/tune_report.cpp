@@ -40,6 +40,7 @@ json totals_json(const SweepTotals& t) {
           {"shared_binaries", t.shared_binaries},
           {"cut", t.cut},
           {"wall_seconds", t.wall_s},
+          {"workers", t.workers},
           {"configs_per_second", optional_json(t.configs_per_s)},
           {"gpu_seconds", t.gpu_s},
           {"gpu_busy_fraction", optional_json(t.gpu_busy_fraction)},
@@ -50,6 +51,18 @@ json totals_json(const SweepTotals& t) {
           {"compile_threads", t.compile_threads},
           {"gpu_limit_configs_per_second", optional_json(t.gpu_limit_configs_per_s)},
           {"compile_limit_configs_per_second", optional_json(t.compile_limit_configs_per_s)}};
+}
+
+json workers_json(const SweepTotals& t) {
+  json list = json::array();
+  for (const WorkerTotals& w : t.per_worker)
+    list.push_back({{"label", w.load.label},
+                    {"evaluated", w.load.evaluated},
+                    {"busy_seconds", w.load.busy_s},
+                    {"busy_fraction", optional_json(w.busy_fraction)},
+                    {"configs_per_second", optional_json(w.configs_per_s)},
+                    {"replacements", w.load.replacements}});
+  return list;
 }
 
 json shape_json(const ShapeReport& s) {
@@ -260,7 +273,9 @@ void print_sweep_json(const SweepReport& report, const SweepSummary& summary) {
   out["cutoff_factor"] = summary.cutoff_factor;
   out["cut_after"] = summary.cut_after;
   out["budget_ms"] = summary.budget_ms;
-  out["totals"] = totals_json(sweep_totals(report));
+  const SweepTotals totals = sweep_totals(report);
+  out["totals"] = totals_json(totals);
+  out["workers"] = workers_json(totals);
   json shapes = json::array();
   for (const ShapeReport& s : report.shapes) shapes.push_back(shape_json(s));
   out["shapes"] = std::move(shapes);
@@ -286,6 +301,22 @@ void print_range_text(const SweepReport& report, const SweepTotals& totals, cons
              totals.shared_binaries);
 }
 
+/// Where the GPU workers' time went; with several, each one's rate and share.
+void print_worker_lines(const SweepTotals& totals) {
+  const bool several = totals.workers > 1;
+  fmt::print("  GPU worker{}: {:.1f} s busy ({:.0f}% of {}wall; {} would allow {}); {:.1f} s waiting for "
+             "compilation, {:.1f} s workload setup, {:.1f} s other\n",
+             several ? fmt::format("s ({})", totals.workers) : std::string(), totals.gpu_s,
+             100.0 * totals.gpu_busy_fraction.value_or(0.0),
+             several ? fmt::format("{} x ", totals.workers) : std::string(), several ? "one alone" : "alone it",
+             rate_text(totals.gpu_limit_configs_per_s),
+             totals.compile_wait_s, totals.setup_s, totals.other_s);
+  if (!several) return;
+  for (const WorkerTotals& w : totals.per_worker)
+    fmt::print("    {}: {} configs, {}, busy {:.0f}% of wall; {} replacements\n", w.load.label, w.load.evaluated,
+               rate_text(w.configs_per_s), 100.0 * w.busy_fraction.value_or(0.0), w.load.replacements);
+}
+
 void print_sweep_text(const SweepReport& report, const SweepSummary& summary) {
   for (const ShapeReport& s : report.shapes) print_shape_text(s, summary);
   const SweepTotals totals = sweep_totals(report);
@@ -294,10 +325,7 @@ void print_sweep_text(const SweepReport& report, const SweepSummary& summary) {
              totals.evaluated, totals.wall_s, rate_text(totals.configs_per_s), totals.cut,
              report.worker_replacements, report.run_id, summary.database.string());
   if (summary.replayed) return;
-  fmt::print("  GPU worker: {:.1f} s busy ({:.0f}% of wall; alone it would allow {}); {:.1f} s waiting for "
-             "compilation, {:.1f} s workload setup, {:.1f} s other\n",
-             totals.gpu_s, 100.0 * totals.gpu_busy_fraction.value_or(0.0),
-             rate_text(totals.gpu_limit_configs_per_s), totals.compile_wait_s, totals.setup_s, totals.other_s);
+  print_worker_lines(totals);
   fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} threads (alone it would allow {}); "
              "{} binaries reused\n",
              totals.nvrtc_s, report.nvrtc_runs, totals.compile_threads,

@@ -29,6 +29,8 @@
 #include "tuner/replay.h"
 #include "tuner/sweep.h"
 #include "tuner/worker/client.h"
+#include "tuner/worker/gpus.h"
+#include "tuner/worker/pool.h"
 
 namespace mlatune::cli {
 namespace {
@@ -278,9 +280,22 @@ void replay_sweep(const SearchSpace& space, const TuneSettings& settings, TunePl
 /// initializes CUDA itself (a crashing candidate can only take the worker down).
 struct GpuCheck {
   std::unique_ptr<Worker> worker;
+  std::unique_ptr<WorkerPool> workers;  // --gpus: one worker per GPU, in place of `worker`
   std::optional<DeviceInfo> device;
   std::string why_not;
 };
+
+/// One worker per GPU of --gpus, each probed; they must be of one model
+/// (the sweep records one device).  The probing worker goes.
+void start_gpu_workers(GpuCheck& gpu, const GpuSelection& selection, int device_count) {
+  std::vector<PoolLane> lanes =
+      gpu_lanes(selected_gpus(selection, device_count), WorkerOptions{}, std::getenv("CUDA_VISIBLE_DEVICES"));
+  std::vector<std::string> labels;
+  for (const PoolLane& lane : lanes) labels.push_back(lane.label);
+  gpu.worker.reset();
+  gpu.workers = std::make_unique<WorkerPool>(std::move(lanes));
+  gpu.device = common_device(probe_lanes(*gpu.workers), labels);
+}
 
 GpuCheck check_gpu(const TuneSettings& settings) {
   GpuCheck gpu;
@@ -288,10 +303,12 @@ GpuCheck check_gpu(const TuneSettings& settings) {
   if (settings.compile_only && !settings.arch.empty()) return gpu;
   gpu.worker = std::make_unique<Worker>();
   DeviceReport report = gpu.worker->probe_device();
-  if (report.usable)
-    gpu.device = report.device.info();
-  else
+  if (!report.usable) {
     gpu.why_not = report.reason;
+    return gpu;
+  }
+  gpu.device = report.device.info();
+  if (settings.gpus) start_gpu_workers(gpu, *settings.gpus, report.device_count);
   return gpu;
 }
 
@@ -336,6 +353,9 @@ void check_combination(const TuneSettings& settings) {
     throw InputError(fmt::format("--strategy {} cannot be used with --compile-only: {}",
                                  to_string(settings.strategy), strategy_needs_timing));
   check_shard(settings);
+  if (settings.gpus && (settings.compile_only || !settings.replay.empty()))
+    throw InputError(fmt::format("--gpus chooses the GPUs that time candidates, and {} times nothing on a GPU",
+                                 settings.compile_only ? "--compile-only" : "--replay"));
   if (settings.strategy_given && !settings.configs_file.empty())
     throw InputError(fmt::format("--strategy {} cannot be used with --configs-file: the file says which configs "
                                  "to evaluate, so there is nothing to search",
@@ -349,8 +369,16 @@ void gpu_sweep(const SearchSpace& space, const TuneSettings& settings, TunePlan 
     throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
                                  "architecture (use --compile-only to compile for another one)",
                                  arch, gpu.device->name, gpu.device->arch));
-  std::unique_ptr<MeasurementSource> source = gpu_measurements(
-      space, settings.space_file, {settings.database, arch, settings.jobs}, settings.timing, *gpu.worker);
+  const CompileSettings compile{settings.database, arch, settings.jobs};
+  if (gpu.workers) {
+    std::string labels;
+    for (std::size_t i = 0; i < gpu.workers->size(); ++i) labels += (i ? ", " : "") + gpu.workers->label(i);
+    fmt::print(stderr, "mlatune: timing on {} GPUs ({}), one worker each, fed from one queue\n", gpu.workers->size(),
+               labels);
+  }
+  std::unique_ptr<MeasurementSource> source =
+      gpu.workers ? gpu_measurements(space, settings.space_file, compile, settings.timing, std::move(gpu.workers))
+                  : gpu_measurements(space, settings.space_file, compile, settings.timing, *gpu.worker);
   sweep_and_report(space, settings, sweep_options(settings, std::move(plan), arch), *source, *gpu.device, false);
 }
 

@@ -11,6 +11,7 @@
 #include "tuner/shard.h"
 #include "tuner/strategy.h"
 #include "tuner/timing.h"
+#include "tuner/worker/gpus.h"
 
 namespace mlatune::cli {
 
@@ -45,6 +46,9 @@ struct TuneSettings {
   /// This process's share of the sweep (--shard, else a Slurm job array's
   /// task), and where it came from; unset: the whole sweep.
   std::optional<ShardChoice> shard;
+  /// The GPUs to time on, one worker each (--gpus); unset: one worker on the
+  /// first GPU this process sees, as without the option.
+  std::optional<GpuSelection> gpus;
 };
 
 /// Runs `mlatune tune`; errors are thrown (InputError: exit 2).

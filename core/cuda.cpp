@@ -126,6 +126,7 @@ GpuProbe probe_gpu(int ordinal) {
                                cuda_error_name(code));
     return probe;
   }
+  probe.device_count = count;
   if (count == 0) {
     probe.reason = "no GPU (the CUDA driver reports no device)";
     return probe;

@@ -80,6 +80,7 @@ struct GpuProbe {
   bool usable = false;
   std::string reason;
   DeviceProperties device;
+  int device_count = 0;  // devices this process sees (cudaGetDeviceCount), when it could ask
 };
 GpuProbe probe_gpu(int ordinal = 0);
 

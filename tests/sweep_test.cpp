@@ -58,6 +58,26 @@ TEST(SweepTotals, PartsAddUpToTheWallAndRatesFollow) {
   EXPECT_DOUBLE_EQ(*t.gpu_busy_fraction, 0.6);
 }
 
+TEST(SweepTotals, SeveralWorkersShareTheirTimeAndEachHasARate) {
+  SweepReport report;
+  report.shapes.push_back(shape_with(90, 0, 14.0, 2.0, 1.0, 30.0));
+  report.wall_s = 10.0;
+  report.workers = {{"GPU 0", 50, 8.0, 0}, {"GPU 1", 40, 6.0, 1}};
+  SweepTotals t = sweep_totals(report);
+  EXPECT_EQ(t.workers, 2u);
+  // Worker time: 2 x 10 s, of which 14 busy, 2 waiting, 1 setting up.
+  EXPECT_DOUBLE_EQ(t.other_s, 3.0);
+  EXPECT_DOUBLE_EQ(t.gpu_s + t.compile_wait_s + t.setup_s + t.other_s, 2 * t.wall_s);
+  ASSERT_TRUE(t.gpu_busy_fraction);
+  EXPECT_DOUBLE_EQ(*t.gpu_busy_fraction, 0.7);
+  EXPECT_DOUBLE_EQ(*t.configs_per_s, 9.0);
+  ASSERT_EQ(t.per_worker.size(), 2u);
+  EXPECT_EQ(t.per_worker[1].load.label, "GPU 1");
+  EXPECT_DOUBLE_EQ(*t.per_worker[0].configs_per_s, 5.0);
+  EXPECT_DOUBLE_EQ(*t.per_worker[0].busy_fraction, 0.8);
+  EXPECT_DOUBLE_EQ(*t.per_worker[1].busy_fraction, 0.6);
+}
+
 TEST(SweepTotals, NoGpuOrNoCompilationGivesNoLimit) {
   // A replayed sweep: nothing compiled, nothing ran on a GPU.
   SweepReport report;

@@ -100,7 +100,9 @@ TEST(WorkerCodec, EveryReplyRoundTrips) {
   gpu.device.name = "NVIDIA H200";
   gpu.device.cc_major = 9;
   gpu.device.max_grid[0] = 2147483647;
+  gpu.device_count = 8;
   DeviceReport back = round_trip_reply(gpu);
+  EXPECT_EQ(back.device_count, 8);
   EXPECT_EQ(back.device.name, "NVIDIA H200");
   EXPECT_EQ(back.device.cc_major, 9);
   EXPECT_EQ(back.device.max_grid[0], 2147483647);

@@ -3,8 +3,9 @@
 // never asks which source it has (Kernel Tuner's runners, its simulation
 // runner included, do the same):
 //   gpu_measurements      compiles on a thread pool (binaries cached in the
-//                         database) and validates and times in the worker
-//                         process;
+//                         database) and validates and times in worker
+//                         processes, one per GPU (tuner/worker/pool.h), each
+//                         taking the oldest compiled candidate when free;
 //   replayed_measurements serves a recorded sweep (tuner/replay.h): no GPU,
 //                         no compilation;
 //   compiled_only         compiles and reports resources; times nothing.
@@ -25,10 +26,13 @@ namespace mlatune {
 
 class ReplayData;
 class Worker;
+class WorkerPool;
 
 /// The source of a sweep's measurements.  The sweep calls prepare() for each
 /// candidate as it is proposed, at most lookahead() ahead, and measure() for
-/// the same candidates in the same order.
+/// the same candidates in the same order: a source may measure them in
+/// another order (several GPUs), but hands the results back in this one, so
+/// that a strategy sees them in an order that does not depend on timing.
 class MeasurementSource {
  public:
   virtual ~MeasurementSource() = default;
@@ -46,18 +50,24 @@ class MeasurementSource {
   /// Starts work on a candidate that measure() will be asked for later.
   virtual void prepare(const Config& config, const Shape& shape) = 0;
   /// Before the first measurement at a shape that has candidates; may draw
-  /// from `rng` (inputs) and add its setup to `report`.
-  virtual void begin_shape(const Shape& shape, std::mt19937_64& rng, ShapeReport& report) = 0;
-  /// Measures the oldest prepared candidate, which is `config`; time spent
-  /// waiting goes into `report`.  The sweep sets the report's config text.  "Cannot run" is an outcome; exceptions are
-  /// for a broken environment.
-  virtual CandidateReport measure(const Config& config, const Shape& shape, const Cutoff& cutoff,
-                                  ShapeReport& report) = 0;
+  /// from `rng` (inputs) and add its setup to `report`.  A candidate whose
+  /// running median passes `cutoff_factor` × the fastest median measured at
+  /// the shape when its timing starts is cut (Cutoff; 0: never): the source
+  /// keeps that best, since with several GPUs only it knows which results
+  /// have come in by then.
+  virtual void begin_shape(const Shape& shape, double cutoff_factor, std::mt19937_64& rng,
+                           ShapeReport& report) = 0;
+  /// The result of the oldest prepared candidate, which is `config`; time
+  /// spent on it goes into `report`.  The sweep sets the report's config
+  /// text.  "Cannot run" is an outcome; exceptions are for a broken
+  /// environment.
+  virtual CandidateReport measure(const Config& config, const Shape& shape, ShapeReport& report) = 0;
   /// Times the ok candidates of the current shape named in `configs` again,
   /// interleaved; one entry each, empty where it could not be re-timed.
   virtual std::vector<std::optional<TimingStats>> retime(const std::vector<std::string>& configs,
                                                          int rounds, ShapeReport& report) = 0;
-  /// At the end: NVRTC runs, binaries reused, worker replacements.
+  /// At the end: NVRTC runs, binaries reused, worker replacements, each
+  /// worker's load.
   virtual void add_totals(SweepReport& report) const = 0;
 };
 
@@ -68,9 +78,18 @@ struct CompileSettings {
   unsigned jobs = 0;               // compile threads; 0: one per core
 };
 
-/// Compiles through a pool and measures in `worker`, which must already
-/// report a usable GPU; `space_file` is what the worker loads.  The space
-/// and the worker must outlive the source.
+/// Compiles through a pool and measures in the workers of `workers` (one
+/// per GPU, all of one model, each reporting a usable GPU); `space_file` is
+/// what the workers load.  Every worker sets up the same inputs (one seed a
+/// shape); the fastest few are re-timed on the first worker, so that they
+/// are compared on one GPU.  The space must outlive the source.
+std::unique_ptr<MeasurementSource> gpu_measurements(const SearchSpace& space,
+                                                    const std::filesystem::path& space_file,
+                                                    const CompileSettings& compile, const TimingOptions& timing,
+                                                    std::unique_ptr<WorkerPool> workers);
+
+/// The same with one worker, lent by the caller (who must not use it while
+/// the source exists), which must already report a usable GPU.
 std::unique_ptr<MeasurementSource> gpu_measurements(const SearchSpace& space,
                                                     const std::filesystem::path& space_file,
                                                     const CompileSettings& compile,

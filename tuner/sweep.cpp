@@ -123,7 +123,7 @@ ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
   announce(run);
   if (run.in_flight.empty()) return std::move(run.report);
 
-  source_.begin_shape(shape, rng_, run.report);
+  source_.begin_shape(shape, options_.cutoff_factor, rng_, run.report);
   while (!run.in_flight.empty()) {
     measure_next(run);
     refill(run);
@@ -217,10 +217,7 @@ void Sweep::announce(const ShapeRun& run) {
 void Sweep::measure_next(ShapeRun& run) {
   Config config = std::move(run.in_flight.front());
   run.in_flight.pop_front();
-  // The best of this sweep only: an earlier run's times may have been taken
-  // with another cache method.
-  Cutoff cutoff{progress_.best_us.value_or(0.0), options_.cutoff_factor};
-  CandidateReport c = source_.measure(config, run.shape, cutoff, run.report);
+  CandidateReport c = source_.measure(config, run.shape, run.report);
   c.config = space_.config_string(config);
   journal_.record(run.report.shape, c);
   run.strategy->observe(config, c.outcome == Outcome::ok && c.timing
@@ -340,6 +337,15 @@ SweepReport run_compile_sweep(const SearchSpace& space, const std::filesystem::p
   return sweep_all(space, *source, *journal, every_config, 0, Plan{.default_first = false}, start);
 }
 
+WorkerTotals worker_totals(const WorkerLoad& load, double wall_s) {
+  WorkerTotals t{load, std::nullopt, std::nullopt};
+  if (wall_s > 0) {
+    t.configs_per_s = static_cast<double>(load.evaluated) / wall_s;
+    t.busy_fraction = load.busy_s / wall_s;
+  }
+  return t;
+}
+
 SweepTotals sweep_totals(const SweepReport& report) {
   SweepTotals t;
   t.shapes = report.shapes.size();
@@ -353,14 +359,17 @@ SweepTotals sweep_totals(const SweepReport& report) {
     t.nvrtc_s += s.nvrtc_s;
   }
   t.wall_s = report.wall_s;
-  t.other_s = std::max(0.0, t.wall_s - t.gpu_s - t.compile_wait_s - t.setup_s);
+  t.workers = std::max<unsigned>(1, static_cast<unsigned>(report.workers.size()));
+  const double worker_s = t.workers * t.wall_s;
+  t.other_s = std::max(0.0, worker_s - t.gpu_s - t.compile_wait_s - t.setup_s);
   t.compile_threads = report.compile_threads;
   const auto n = static_cast<double>(t.evaluated);
   if (t.evaluated > 0 && t.wall_s > 0) t.configs_per_s = n / t.wall_s;
   if (t.evaluated > 0 && t.gpu_s > 0) t.gpu_limit_configs_per_s = n / t.gpu_s;
   if (t.evaluated > 0 && t.nvrtc_s > 0 && t.compile_threads > 0)
     t.compile_limit_configs_per_s = n / (t.nvrtc_s / t.compile_threads);
-  if (t.wall_s > 0) t.gpu_busy_fraction = t.gpu_s / t.wall_s;
+  if (t.wall_s > 0) t.gpu_busy_fraction = t.gpu_s / worker_s;
+  for (const WorkerLoad& load : report.workers) t.per_worker.push_back(worker_totals(load, t.wall_s));
   return t;
 }
 

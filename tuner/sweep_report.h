@@ -74,8 +74,9 @@ struct ShapeReport {
   WorkloadInfo workload;
   int cut = 0;             // of the ok results, timed with an early cut (TimingStats::cut)
   double wall_s = 0;
-  double gpu_s = 0;        // waiting on the worker: validation, timing, re-timing
-  double compile_wait_s = 0;  // GPU side idle, waiting for a compilation
+  // Worker time, summed over the GPU workers (one, unless `tune --gpus`):
+  double gpu_s = 0;        // in the worker: validation, timing, re-timing
+  double compile_wait_s = 0;  // a worker idle, waiting for a compilation
   double setup_s = 0;      // setting up the workload (inputs, reference, floor)
   /// NVRTC time of the compilations this shape needed first (a binary shared
   /// with an earlier shape, or loaded from the database, counts nothing):
@@ -89,6 +90,14 @@ struct ShapeReport {
   std::vector<SkippedConfig> skipped;
 };
 
+/// One GPU worker's share of a sweep (several with `tune --gpus`).
+struct WorkerLoad {
+  std::string label;            // "GPU 1"
+  std::uint64_t evaluated = 0;  // candidates it took, every outcome
+  double busy_s = 0;            // in evaluate and re-time requests
+  int replacements = 0;         // workers started after a crash or hang
+};
+
 struct SweepReport {
   DeviceInfo device;
   std::int64_t run_id = 0;  // 0: nothing was recorded (a compile-only sweep)
@@ -97,12 +106,25 @@ struct SweepReport {
   std::uint64_t nvrtc_runs = 0;
   std::uint64_t binaries_reused = 0;  // from memory or the database
   unsigned compile_threads = 0;
-  int worker_replacements = 0;
+  int worker_replacements = 0;  // summed over `workers`
+  /// The GPU workers, in the order of their GPUs; empty when nothing ran on
+  /// a GPU (replayed or compiled only).
+  std::vector<WorkerLoad> workers;
 };
 
+/// A worker's rates over the sweep's wall time.
+struct WorkerTotals {
+  WorkerLoad load;
+  std::optional<double> configs_per_s;  // load.evaluated / wall
+  std::optional<double> busy_fraction;  // load.busy_s / wall: its GPU-busy share
+};
+
+WorkerTotals worker_totals(const WorkerLoad& load, double wall_s);
+
 /// A sweep's time split between compilation and the GPU, over all shapes:
-/// which of the two bounds the rate.  The parts of the wall time (gpu_s,
-/// compile_wait_s, setup_s, other_s) do not overlap and add up to wall_s;
+/// which of the two bounds the rate.  The parts of the GPU workers' time
+/// (gpu_s, compile_wait_s, setup_s, other_s), summed over the workers, do
+/// not overlap and add up to workers × wall_s (wall_s with one GPU);
 /// nvrtc_s runs on the compile threads alongside them.
 struct SweepTotals {
   std::uint64_t evaluated = 0;  // candidates evaluated now, every outcome
@@ -110,7 +132,8 @@ struct SweepTotals {
   std::uint64_t shapes = 0;
   std::uint64_t shared_binaries = 0;  // summed over shapes: ShapeReport::shared_binaries
   double wall_s = 0;            // the whole sweep, end to end
-  double gpu_s = 0;             // waiting on the GPU worker
+  unsigned workers = 1;         // GPU workers (1 when none ran)
+  double gpu_s = 0;             // GPU workers busy, summed over workers
   double compile_wait_s = 0;    // the GPU side idle, waiting for a compilation
   double setup_s = 0;           // workload setup
   double other_s = 0;           // the rest: store, strategy, re-timing setup, start and end
@@ -118,13 +141,15 @@ struct SweepTotals {
   unsigned compile_threads = 0;
   /// End to end: evaluated / wall_s.
   std::optional<double> configs_per_s;
-  /// evaluated / gpu_s: the rate if the GPU worker were the only cost.
+  /// evaluated / gpu_s: the rate if one GPU worker were the only cost.
   std::optional<double> gpu_limit_configs_per_s;
   /// evaluated / (nvrtc_s / compile_threads): the rate if compilation,
   /// spread over every compile thread, were the only cost.
   std::optional<double> compile_limit_configs_per_s;
-  /// gpu_s / wall_s: how busy the GPU worker was kept.
+  /// gpu_s / (workers × wall_s): how busy the GPU workers were kept, on average.
   std::optional<double> gpu_busy_fraction;
+  /// Each GPU worker's rate and busy share (empty when none ran).
+  std::vector<WorkerTotals> per_worker;
 };
 
 SweepTotals sweep_totals(const SweepReport& report);

@@ -107,12 +107,23 @@ class SpawnActions {
   posix_spawn_file_actions_t actions_;
 };
 
-/// This process's environment for the worker: test faults only when allowed.
-std::vector<std::string> worker_environment(bool allow_test_faults) {
+/// The variable an "NAME=value" entry sets, with its "=".
+std::string_view variable_of(std::string_view entry) { return entry.substr(0, entry.find('=') + 1); }
+
+/// This process's environment for the worker, with `overrides` ("NAME=value")
+/// in place of inherited values; test faults only when allowed.
+std::vector<std::string> worker_environment(bool allow_test_faults, std::vector<std::string> overrides) {
+  if (allow_test_faults) overrides.emplace_back("MLATUNE_WORKER_TEST_FAULTS=1");
+  auto overridden = [&](std::string_view entry) {
+    if (variable_of(entry) == "MLATUNE_WORKER_TEST_FAULTS=") return true;
+    for (const std::string& o : overrides)
+      if (variable_of(o) == variable_of(entry)) return true;
+    return false;
+  };
   std::vector<std::string> environment;
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "MLATUNE_WORKER_TEST_FAULTS=", 27) != 0) environment.emplace_back(*e);
-  if (allow_test_faults) environment.emplace_back("MLATUNE_WORKER_TEST_FAULTS=1");
+    if (!overridden(*e)) environment.emplace_back(*e);
+  environment.insert(environment.end(), overrides.begin(), overrides.end());
   return environment;
 }
 
@@ -180,7 +191,9 @@ Worker::Worker(WorkerOptions options) : options_(std::move(options)) {
   if (options_.executable.empty()) options_.executable = default_worker_executable();
 }
 
-Worker::~Worker() {
+Worker::~Worker() { stop(); }
+
+void Worker::stop() {
   if (!process_) return;
   try {
     write_message(process_->to_worker, encode_request(QuitRequest{}));
@@ -190,6 +203,7 @@ Worker::~Worker() {
   ::close(process_->to_worker);
   process_->to_worker = -1;
   process_->finish(std::chrono::milliseconds(2000));
+  process_.reset();
 }
 
 std::optional<int> Worker::process_id() const {
@@ -218,7 +232,7 @@ void Worker::spawn() {
   // The worker checks that this process is still its parent (lifeline.h).
   std::vector<std::string> arguments = {options_.executable.string(), std::string(parent_pid_option),
                                         std::to_string(::getpid())};
-  std::vector<std::string> environment = worker_environment(options_.allow_test_faults);
+  std::vector<std::string> environment = worker_environment(options_.allow_test_faults, options_.environment);
   std::vector<char*> argv = pointers(arguments);
   std::vector<char*> envp = pointers(environment);
   auto process = std::make_unique<Process>();

@@ -35,6 +35,11 @@ struct WorkerOptions {
   double setup_timeout_s = 600.0;
   /// Lets the worker honour test_fault requests (tests of this file only).
   bool allow_test_faults = false;
+  /// "NAME=value" entries set in the worker's environment only, replacing
+  /// any inherited value of NAME: how one worker is given one GPU
+  /// (CUDA_VISIBLE_DEVICES, tuner/worker/gpus.h) while its code keeps using
+  /// device 0, and the tuner's own environment stays as it was.
+  std::vector<std::string> environment;
 };
 
 /// What the worker should set up: a space file, a shape, inputs and timing.
@@ -72,6 +77,11 @@ class Worker {
                                                  int rounds);
   /// How many workers were started to replace one that crashed or hung.
   int replacements() const { return replacements_; }
+  /// Asks the running worker process (if any) to quit, and kills it if it
+  /// has not within 2 s; the next request starts a fresh one with the same
+  /// workload.  For a worker that one thread lends to another: a process is
+  /// tied to the thread that started it (tuner/worker/lifeline.h).
+  void stop();
   /// The current per-step timeout in seconds.
   double step_timeout_s() const;
   /// The running worker's process id; nullopt while none runs.

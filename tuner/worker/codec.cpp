@@ -87,7 +87,7 @@ json message(const ByeReply&) { return {{"type", "bye"}}; }
 json message(const ResultReply& r) { return {{"type", "result"}, {"result", encode(r.result)}}; }
 
 json message(const DeviceReport& r) {
-  json j = {{"type", "probe"}, {"usable", r.usable}, {"reason", r.reason}};
+  json j = {{"type", "probe"}, {"usable", r.usable}, {"reason", r.reason}, {"device_count", r.device_count}};
   if (r.usable) j["device"] = encode(r.device);
   return j;
 }
@@ -129,6 +129,7 @@ DeviceReport decode_probe(const json& j) {
   DeviceReport r;
   r.usable = flag(j, "usable");
   r.reason = text(j, "reason");
+  r.device_count = integer<int>(j, "device_count");
   if (r.usable) r.device = decode_device(j.at("device"));
   return r;
 }

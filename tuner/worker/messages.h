@@ -31,6 +31,9 @@ struct DeviceReport {
   bool usable = false;
   std::string reason;
   DeviceProperties device;            // meaningful when usable
+  /// Devices the worker's process sees (`tune --gpus all` asks a worker,
+  /// since the tuner must not initialize CUDA); 0 when it could not ask.
+  int device_count = 0;
 };
 
 // ---- requests (tuner -> worker) ----------------------------------------------

@@ -38,7 +38,7 @@ void send(int fd, const Reply& reply) { write_message(fd, encode_reply(reply)); 
 
 Answer handle(Session&, const ProbeRequest&) {
   GpuProbe probe = probe_gpu();
-  DeviceReport report{probe.usable, probe.reason, {}};
+  DeviceReport report{probe.usable, probe.reason, {}, probe.device_count};
   if (probe.usable) report.device = probe.device;
   return {report};
 }
