@@ -66,8 +66,8 @@ struct CompiledBinary {
   /// threads compile than there are cores).
   double cpu_seconds = 0;
   /// ptxas's own "Compile time" of every function in the report (PTX to
-  /// SASS, without parsing the PTX); compile_seconds minus this is NVRTC's
-  /// front end and NVVM optimizer.  0 where no report came.
+  /// SASS, without parsing the PTX; wall time); compile_seconds minus this
+  /// is NVRTC's front end and NVVM optimizer.  0 where no report came.
   double ptxas_seconds = 0;
   std::string arch;
   std::string entry;
