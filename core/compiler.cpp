@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <cstring>
+#include <ctime>
 #include <unistd.h>
 #include <cstdlib>
 #include <stdexcept>
@@ -80,6 +84,25 @@ std::string describe(const CompileRequest& request) {
                      request.config.empty() ? "<none>" : request.config, request.arch);
 }
 
+// CPU time of the calling thread.  nvrtcCompileProgram runs on the calling
+// thread (no --split-compile), so the difference around it is NVRTC's work.
+double thread_cpu_seconds() {
+  timespec now{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) != 0)
+    throw EnvironmentError(fmt::format("clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed: {}",
+                                       std::strerror(errno)));
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+// Seconds per unit of a ptxas duration ("ms" is what ptxas prints); 0 for a
+// unit this does not know, so that an unexpected one adds nothing.
+double seconds_per(std::string_view unit) {
+  if (unit == "ms") return 1e-3;
+  if (unit == "us") return 1e-6;
+  if (unit == "s") return 1.0;
+  return 0.0;
+}
+
 int arch_number(std::string_view canonical) {
   // canonical is "sm_<digits>[a|f]"
   int value = 0;
@@ -110,6 +133,24 @@ const std::vector<std::string>& CompileResult::options() const {
 const std::string& CompileResult::log() const { return ok() ? binary().log : failure().log; }
 double CompileResult::compile_seconds() const {
   return ok() ? binary().compile_seconds : failure().compile_seconds;
+}
+double CompileResult::cpu_seconds() const {
+  return ok() ? binary().cpu_seconds : failure().cpu_seconds;
+}
+
+double ptxas_seconds(std::string_view log) {
+  constexpr std::string_view marker = "Compile time = ";
+  double total = 0;
+  for (std::size_t at = log.find(marker); at != std::string_view::npos; at = log.find(marker, at)) {
+    at += marker.size();
+    double value = 0;
+    auto [end, error] = std::from_chars(log.data() + at, log.data() + log.size(), value);
+    if (error != std::errc()) continue;
+    std::string_view rest = log.substr(static_cast<std::size_t>(end - log.data()));
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    total += value * seconds_per(rest.substr(0, rest.find_first_of(" \r\n")));
+  }
+  return total;
 }
 
 std::string nvrtc_version() {
@@ -219,9 +260,11 @@ CompileResult Compiler::compile(const CompileRequest& request) const {
   for (const std::string& o : opts) argv.push_back(o.c_str());
 
   auto start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_cpu_seconds();
   Program program(request.source, request.source_name.empty() ? "kernel.cu" : request.source_name);
   nvrtcResult result =
       nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+  const double cpu_seconds = thread_cpu_seconds() - cpu_start;
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -231,6 +274,7 @@ CompileResult Compiler::compile(const CompileRequest& request) const {
     f.log = std::move(log);
     f.options = opts;
     f.compile_seconds = seconds;
+    f.cpu_seconds = cpu_seconds;
     f.message = fmt::format("compiling {} failed: {}\noptions: {}\n{}", context, why,
                             fmt::join(opts, " "), f.log);
     return CompileResult(std::move(f));
@@ -270,6 +314,8 @@ CompileResult Compiler::compile(const CompileRequest& request) const {
   binary.options = opts;
   binary.log = std::move(log);
   binary.compile_seconds = seconds;
+  binary.cpu_seconds = cpu_seconds;
+  binary.ptxas_seconds = ptxas_seconds(binary.log);
   binary.arch = request.arch;
   binary.entry = request.entry;
   return CompileResult(std::move(binary));

@@ -60,7 +60,15 @@ struct CompiledBinary {
   ResourceUsage usage;
   std::vector<std::string> options;  // exactly as passed to NVRTC
   std::string log;                   // the full NVRTC log (ptxas report, warnings)
-  double compile_seconds = 0;
+  double compile_seconds = 0;        // wall time of nvrtcCompileProgram
+  /// CPU time of the compiling thread: NVRTC's work, without the time the
+  /// thread waited for a core (compile_seconds - cpu_seconds grows when more
+  /// threads compile than there are cores).
+  double cpu_seconds = 0;
+  /// ptxas's own "Compile time" of every function in the report (PTX to
+  /// SASS, without parsing the PTX; wall time); compile_seconds minus this
+  /// is NVRTC's front end and NVVM optimizer.  0 where no report came.
+  double ptxas_seconds = 0;
   std::string arch;
   std::string entry;
 };
@@ -73,6 +81,7 @@ struct CompileFailure {
   /// One readable message: source, config, architecture, options and log.
   std::string message;
   double compile_seconds = 0;
+  double cpu_seconds = 0;  // as CompiledBinary::cpu_seconds
 };
 
 /// The outcome of one compilation: a binary or a failure.
@@ -89,10 +98,15 @@ class CompileResult {
   const std::vector<std::string>& options() const;
   const std::string& log() const;
   double compile_seconds() const;
+  double cpu_seconds() const;
 
  private:
   std::variant<CompiledBinary, CompileFailure> value_;
 };
+
+/// The sum of ptxas's "Compile time = <x> ms" lines in an NVRTC log (one per
+/// function with --ptxas-options=-v), in seconds; 0 when there are none.
+double ptxas_seconds(std::string_view log);
 
 /// "13.0": the version of the NVRTC library this program runs with.
 std::string nvrtc_version();

@@ -1,6 +1,7 @@
 #include "tuner/compile_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -47,6 +48,33 @@ TEST(CompilePool, CompilesDistinctRequestsEachOnce) {
   EXPECT_EQ(stats.submitted, static_cast<std::uint64_t>(n));
   EXPECT_EQ(stats.compiled, static_cast<std::uint64_t>(n));
   EXPECT_EQ(stats.memory_hits, 0u);
+  // The sums are the compilations' own times.
+  double wall = 0, cpu = 0;
+  for (auto& future : futures) {
+    wall += future.get().compile_seconds();
+    cpu += future.get().cpu_seconds();
+  }
+  EXPECT_GT(stats.nvrtc_cpu_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(stats.nvrtc_seconds, wall);
+  EXPECT_DOUBLE_EQ(stats.nvrtc_cpu_seconds, cpu);
+  EXPECT_EQ(stats.cache_seconds, 0.0);  // no hooks
+}
+
+TEST(CompilePool, TimeInTheCacheHooksIsCounted) {
+  Compiler compiler;
+  constexpr auto pause = std::chrono::milliseconds(30);
+  BinaryCacheHooks hooks;
+  hooks.lookup = [&](const BinaryKey&) -> std::optional<CompiledBinary> {
+    std::this_thread::sleep_for(pause);
+    return std::nullopt;
+  };
+  hooks.store = [&](const CompiledBinary&) { std::this_thread::sleep_for(pause); };
+  CompilePool pool(compiler, 1, hooks);
+  ASSERT_TRUE(pool.submit(small_request(1)).get().ok());
+  // One lookup and one store, each at least `pause`; NVRTC's time is apart.
+  CompilePoolStats stats = pool.stats();
+  EXPECT_GE(stats.cache_seconds, 2 * 0.030);
+  EXPECT_GT(stats.nvrtc_seconds, 0.0);
 }
 
 TEST(CompilePool, IdenticalConcurrentRequestsCompileOnce) {

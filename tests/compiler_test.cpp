@@ -51,6 +51,35 @@ TEST(Compiler, SmallKernelGivesCubinAndResourceReport) {
   EXPECT_TRUE(std::regex_match(binary.key.hash, std::regex("[0-9a-f]{32}")));
 }
 
+TEST(Compiler, ReportsCpuAndPtxasTimeWithinTheWallTime) {
+  CompileResult result = Compiler().compile(small_request());
+  ASSERT_TRUE(result.ok()) << result.failure().message;
+  const CompiledBinary& binary = result.binary();
+  // One thread cannot use more CPU than wall time (plus the clocks' tick).
+  EXPECT_GT(binary.cpu_seconds, 0.0);
+  EXPECT_LE(binary.cpu_seconds, binary.compile_seconds + 0.002);
+  EXPECT_EQ(result.cpu_seconds(), binary.cpu_seconds);
+  // ptxas is one part of the compilation (its report names its time).
+  EXPECT_GT(binary.ptxas_seconds, 0.0);
+  EXPECT_LT(binary.ptxas_seconds, binary.compile_seconds);
+  EXPECT_EQ(binary.ptxas_seconds, ptxas_seconds(binary.log));
+}
+
+TEST(Compiler, PtxasSecondsSumsEveryFunctionsCompileTime) {
+  const std::string log =
+      "ptxas info    : Compiling entry function 'main_kernel' for 'sm_90'\n"
+      "ptxas info    : Used 108 registers, used 1 barriers\n"
+      "ptxas info    : Compile time = 110.250 ms\n"
+      "ptxas info    : Compiling entry function 'prologue' for 'sm_90'\n"
+      "ptxas info    : Compile time = 1.5 ms\n";
+  EXPECT_NEAR(ptxas_seconds(log), 0.11175, 1e-12);
+  EXPECT_NEAR(ptxas_seconds("ptxas info    : Compile time = 2 s"), 2.0, 1e-12);
+  EXPECT_EQ(ptxas_seconds("ptxas info    : Used 4 registers"), 0.0);
+  // A malformed number or an unknown unit adds nothing.
+  EXPECT_EQ(ptxas_seconds("Compile time = fast\nCompile time = 3 fortnights"), 0.0);
+  EXPECT_EQ(ptxas_seconds(""), 0.0);
+}
+
 TEST(Compiler, OneCubinHoldsTheMainEntryAndItsPrologue) {
   SearchSpace space =
       SearchSpace::load(std::filesystem::path(MLATUNE_TEST_DATA_DIR) / "spaces" / "prologue.yaml");
@@ -104,6 +133,7 @@ TEST(Compiler, SyntaxErrorIsAValueWithLogConfigAndOptions) {
   EXPECT_NE(failure.message.find("-DBROKEN_FACTOR=2"), std::string::npos);
   EXPECT_NE(failure.message.find(failure.log), std::string::npos);
   EXPECT_TRUE(contains(failure.options, "-DBROKEN_FACTOR=2"));
+  EXPECT_GT(result.cpu_seconds(), 0.0);  // the front end ran before it failed
   EXPECT_THROW(result.binary(), std::logic_error);
 }
 

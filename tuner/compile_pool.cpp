@@ -1,5 +1,6 @@
 #include "tuner/compile_pool.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -46,10 +47,25 @@ struct CompilePool::State {
     }
   }
 
+  // Runs a cache hook, adding its wall time to stats.cache_seconds.
+  template <typename Hook>
+  auto timed_hook(Hook&& hook) {
+    struct Charge {
+      State& state;
+      std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+      ~Charge() {
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::lock_guard lock(state.mutex);
+        state.stats.cache_seconds += seconds;
+      }
+    } charge{*this};
+    return hook();
+  }
+
   void run(Job& job) {
     try {
       if (hooks.lookup) {
-        if (std::optional<CompiledBinary> found = hooks.lookup(job.key)) {
+        if (std::optional<CompiledBinary> found = timed_hook([&] { return hooks.lookup(job.key); })) {
           {
             std::lock_guard lock(mutex);
             ++stats.external_hits;
@@ -63,7 +79,12 @@ struct CompilePool::State {
         ++stats.compiled;
       }
       CompileResult result = compiler.compile(job.request);
-      if (result.ok() && hooks.store) hooks.store(result.binary());
+      {
+        std::lock_guard lock(mutex);
+        stats.nvrtc_seconds += result.compile_seconds();
+        stats.nvrtc_cpu_seconds += result.cpu_seconds();
+      }
+      if (result.ok() && hooks.store) timed_hook([&] { hooks.store(result.binary()); });
       job.promise.set_value(std::move(result));
     } catch (...) {
       // Not cached: an environment failure may be transient, so a later

@@ -30,6 +30,14 @@ struct CompilePoolStats {
   std::uint64_t compiled = 0;         // NVRTC actually ran
   std::uint64_t memory_hits = 0;      // answered by a finished or in-flight identical request
   std::uint64_t external_hits = 0;    // answered by BinaryCacheHooks::lookup
+  /// Summed over the compilations NVRTC ran: wall time and the compiling
+  /// threads' CPU time.  Wall well above CPU means the threads waited for
+  /// cores (more compile threads, or other work, than cores).
+  double nvrtc_seconds = 0;
+  double nvrtc_cpu_seconds = 0;
+  /// Wall time the pool's threads spent in BinaryCacheHooks (lookups and
+  /// stores), which holds a compile thread as much as NVRTC does.
+  double cache_seconds = 0;
 };
 
 /// The pool.  Thread-safe: submit() may be called from any thread.  The
