@@ -24,6 +24,9 @@
 //             the workspace kv_ws; the attention kernel then reads K and V
 //             tiles from it instead of re-expanding them for every query tile
 //             (which costs R / QUERIES_PER_BLOCK times the attention).
+//   tf32x3_wgmma tf32x3_2k's two kernels, its attention on Hopper's
+//             warpgroup MMA (wgmma, sm_90a only): a warpgroup per 64 query
+//             rows; see mla_wgmma.cuh.
 //
 // Work map: a block owns QUERIES_PER_BLOCK consecutive positions of one batch
 // and HEADS_PER_BLOCK consecutive heads; THREADS_PER_QUERY lanes (a power of
@@ -57,7 +60,7 @@
 #error "fused_mla_attention needs SHAPE_H, SHAPE_D and SHAPE_R"
 #endif
 #if !defined(ALGORITHM) || !defined(ALGORITHM_expanded) || !defined(ALGORITHM_tf32x3) || \
-    !defined(ALGORITHM_tf32x3_2k) || \
+    !defined(ALGORITHM_tf32x3_2k) || !defined(ALGORITHM_tf32x3_wgmma) || \
     !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
@@ -73,8 +76,10 @@ constexpr int kR = SHAPE_R;
 constexpr bool kExpanded = ALGORITHM == ALGORITHM_expanded;
 // tf32x3_2k: two kernels; fused_mla_expand_kv writes K and V once into the
 // workspace, and the attention kernel reads them (no re-expansion per query
-// tile).  Everything else is tf32x3's.
-constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k;
+// tile).  Everything else is tf32x3's.  tf32x3_wgmma: the same prologue and
+// workspace, its own attention (mla_wgmma.cuh).
+constexpr bool kWgmma = ALGORITHM == ALGORITHM_tf32x3_wgmma;
+constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k || kWgmma;
 constexpr bool kTc = ALGORITHM == ALGORITHM_tf32x3 || k2k;
 constexpr int kTpq = THREADS_PER_QUERY;
 constexpr int kQpb = QUERIES_PER_BLOCK;
@@ -134,7 +139,9 @@ constexpr int kKvTileFloats = k2k   ? kHpb * (4 * kKeyTile + kQpb) * kKs
 // rows of kWsPad floats (see kWs below).
 constexpr int kWsPad = kDp % 16 == 0 ? kDp + 8 : kDp;
 constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0;
-constexpr unsigned kSmemBytes = 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
+// (tf32x3_wgmma: per head, Q, K and V^T tiles, each as TF32 hi and lo parts.)
+constexpr unsigned kSmemBytes = kWgmma ? 4u * kHpb * 2 * kDp * (kQpb + 2 * kKeyTile)
+                                       : 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
 // fused_mla_expand_kv (tf32x3_2k): the latent tile, one K and V tile per
 // head, and the staged weights.
 constexpr unsigned kExpandSmemBytes =
@@ -1035,6 +1042,8 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
 
 }  // namespace mla
 
+#include "mla_wgmma.cuh"
+
 // The prologue of tf32x3_2k (launched first, on the same stream, with the
 // same arguments): K and V of every (b, h, s) into kv_ws, laid out as
 // [B][H][T][K | V] with rows of 2 x (D padded to 8) floats (the padding
@@ -1159,7 +1168,9 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
   const bool active = t < T;
   const int s_end = min(T, t0 + kQpb);  // keys the block needs: s < s_end
 
-  if constexpr (kTc) {
+  if constexpr (kWgmma) {
+    wgmma_attention(q, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem, dims);
+  } else if constexpr (kTc) {
     tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem,
            dims);
   } else if constexpr (kExpanded) {
