@@ -14,7 +14,7 @@ export MLATUNE="$build_dir/mlatune"
 export SPACE="$source_dir/search_spaces/fused_mla_attention.yaml"
 export OUT_DIR="$work/shards"
 export DB="$work/merged.db"
-export TUNE_OPTIONS="--shape B=2,T=32,H=4,D=16,R=24 --replay $source_dir/tests/data/h200_sweeps.csv --where SHAPE_BUCKETS==exact"
+export TUNE_OPTIONS="--shape B=2,T=32,H=4,D=16,R=24 --replay $source_dir/tests/data/h200_sweeps.csv --where SHAPE_BUCKETS==exact&&ALGORITHM<=tf32x3_2k"
 
 for id in 0 1 2 3 4 5 6 7; do
     SLURM_ARRAY_TASK_ID=$id SLURM_ARRAY_TASK_COUNT=8 SLURM_ARRAY_TASK_MIN=0 \
