@@ -14,6 +14,7 @@
 #include "core/embedded.h"
 #include "core/space.h"
 #include "core/space_impl.h"
+#include "core/template_source.h"
 
 namespace mlatune {
 namespace {
@@ -779,8 +780,9 @@ std::string Reader::read_template(const Entry& entry, fs::path* resolved) {
     if (std::string why = unreadable_text_file_reason(*resolved); !why.empty())
       fail(at(entry), fmt::format("template '{}' ({}) {}; expected a .cu file", name,
                                   resolved->string(), why));
+  std::string text;
   try {
-    return load_text_file(*resolved).text;
+    text = load_text_file(*resolved).text;
   } catch (const InputError&) {
     fail(at(entry), fmt::format("template file '{}' not found (looked for {}, and this mlatune "
                                 "build has no embedded copy); expected a path relative to the "
@@ -790,6 +792,7 @@ std::string Reader::read_template(const Entry& entry, fs::path* resolved) {
     throw EnvironmentError(
         fmt::format("{}: cannot read template '{}': {}", at(entry).str(), name, error.what()));
   }
+  return inline_template_includes(text, *resolved);
 }
 
 void Reader::check_entry(const std::string& entry, const std::string& what,

@@ -24,6 +24,9 @@
 //             the workspace kv_ws; the attention kernel then reads K and V
 //             tiles from it instead of re-expanding them for every query tile
 //             (which costs R / QUERIES_PER_BLOCK times the attention).
+//   tf32x3_wgmma tf32x3_2k's two kernels, its attention on Hopper's
+//             warpgroup MMA (wgmma, sm_90a only): a warpgroup per 64 query
+//             rows; see mla_wgmma.cuh.
 //
 // Work map: a block owns QUERIES_PER_BLOCK consecutive positions of one batch
 // and HEADS_PER_BLOCK consecutive heads; THREADS_PER_QUERY lanes (a power of
@@ -57,7 +60,7 @@
 #error "fused_mla_attention needs SHAPE_H, SHAPE_D and SHAPE_R"
 #endif
 #if !defined(ALGORITHM) || !defined(ALGORITHM_expanded) || !defined(ALGORITHM_tf32x3) || \
-    !defined(ALGORITHM_tf32x3_2k) || !defined(ALGORITHM_tf32x3_kvgemm) || \
+    !defined(ALGORITHM_tf32x3_2k) || !defined(ALGORITHM_tf32x3_kvgemm) || !defined(ALGORITHM_tf32x3_wgmma) || \
     !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
@@ -73,11 +76,14 @@ constexpr int kR = SHAPE_R;
 constexpr bool kExpanded = ALGORITHM == ALGORITHM_expanded;
 // tf32x3_2k: two kernels; fused_mla_expand_kv writes K and V once into the
 // workspace, and the attention kernel reads them (no re-expansion per query
-// tile).  Everything else is tf32x3's.
-// tf32x3_kvgemm: the same attention; its prologue is a GEMM over every
-// latent row and weight column (see kXThreads below).
+// tile).  Everything else is tf32x3's.  tf32x3_kvgemm: the same attention;
+// its prologue is a GEMM over every latent row and weight column (see
+// kXThreads below).  tf32x3_wgmma: that prologue and workspace, its own
+// attention (mla_wgmma.cuh).
 constexpr bool kKvGemm = ALGORITHM == ALGORITHM_tf32x3_kvgemm;
-constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k || kKvGemm;
+constexpr bool kWgmma = ALGORITHM == ALGORITHM_tf32x3_wgmma;
+constexpr bool kGemmPrologue = kKvGemm || kWgmma;
+constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k || kGemmPrologue;
 constexpr bool kTc = ALGORITHM == ALGORITHM_tf32x3 || k2k;
 constexpr int kTpq = THREADS_PER_QUERY;
 constexpr int kQpb = QUERIES_PER_BLOCK;
@@ -137,8 +143,10 @@ constexpr int kKvTileFloats = k2k   ? kHpb * (4 * kKeyTile + kQpb) * kKs
 // rows of kWsPad floats (see kWs below).
 constexpr int kWsPad = kDp % 16 == 0 ? kDp + 8 : kDp;
 constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0;
-constexpr unsigned kSmemBytes = 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
-// fused_mla_expand_kv of tf32x3_kvgemm is a GEMM of its own, [B*T, R] latent
+// (tf32x3_wgmma: per head, Q, K and V^T tiles, each as TF32 hi and lo parts.)
+constexpr unsigned kSmemBytes = kWgmma ? 4u * kHpb * 2 * kDp * (kQpb + 2 * kKeyTile)
+                                       : 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
+// fused_mla_expand_kv of tf32x3_kvgemm and tf32x3_wgmma is a GEMM of its own, [B*T, R] latent
 // rows times [R, H*D] weights, in blocks of kXThreads threads that own
 // kXRows latent rows (KEY_TILE) and kXCols columns of one head (16 x 32,
 // 32 x 64 or 64 x 64), for K and V
@@ -161,9 +169,9 @@ constexpr int kXBs = kXCols + 8;
 constexpr int kXStageFloats = kXRows * kXAs + 2 * kXK * kXBs;
 // tf32x3_2k's prologue instead: the attention's block, the latent tile, one
 // K and V tile per head, and the staged weights.
-constexpr int kExpandThreads = kKvGemm ? kXThreads : kThreads;
+constexpr int kExpandThreads = kGemmPrologue ? kXThreads : kThreads;
 constexpr unsigned kExpandSmemBytes =
-    kKvGemm ? 4u * 2 * kXStageFloats
+    kGemmPrologue ? 4u * 2 * kXStageFloats
             : 4u * (kKeyTile * kLs + 2 * kHpb * kKeyTile * kKs + kWeightFloats);
 
 // The problem's extents as the tf32x3 code uses them: compile-time constants
@@ -1276,18 +1284,20 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 
 }  // namespace mla
 
-// The prologue of tf32x3_2k and tf32x3_kvgemm (launched first, on the same
+#include "mla_wgmma.cuh"
+
+// The prologue of tf32x3_2k, tf32x3_kvgemm and tf32x3_wgmma (launched first, on the same
 // stream, with the same arguments): K and V of every (b, h, s) into kv_ws,
 // laid out as [B][H][T][K | V] with rows of 2 x (D padded to 8) floats (the
 // padding columns are zero; bucketed: D is the run-time D, as in the YAML's
 // shape of kv_ws, not the capacity).
 // Launch, tf32x3_2k: grid [ceil(T / KEY_TILE) * (H / HEADS_PER_BLOCK) * B],
-// the main kernel's block.  tf32x3_kvgemm: grid [ceil(B * T / kXRows) * H *
+// the main kernel's block.  tf32x3_kvgemm and tf32x3_wgmma: grid [ceil(B * T / kXRows) * H *
 // ceil(dp / kXCols)] (dp: D padded to 8), block [kXThreads].  Dynamic shared
 // memory mla::kExpandSmemBytes.  Another block or too little shared memory
 // traps; blocks past the grid's tiles return.  Other algorithms never
 // launch it.
-extern "C" __global__ void __launch_bounds__(mla::kExpandThreads, mla::kKvGemm ? 2 : 1)
+extern "C" __global__ void __launch_bounds__(mla::kExpandThreads, mla::kGemmPrologue ? 2 : 1)
 fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_latent,
                     const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
                     float* __restrict__ out, float* __restrict__ kv_ws, int B, int T, float scale,
@@ -1305,7 +1315,7 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
       __trap();
     const Dims dims = make_dims(H, D, R);
     if (!dims_fit(dims)) __trap();
-    if constexpr (!kKvGemm) {
+    if constexpr (!kGemmPrologue) {
       expand_key_tile(kv_latent, w_up_k, w_up_v, kv_ws, B, T, dims, smem);
     } else {
       // Block -> (row tile, head, column tile), column tiles fastest: the
@@ -1369,7 +1379,9 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
   const bool active = t < T;
   const int s_end = min(T, t0 + kQpb);  // keys the block needs: s < s_end
 
-  if constexpr (kTc) {
+  if constexpr (kWgmma) {
+    wgmma_attention(q, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem, dims);
+  } else if constexpr (kTc) {
     tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem,
            dims);
   } else if constexpr (kExpanded) {

@@ -1,0 +1,138 @@
+// tf32x3_wgmma compiles everywhere the space says it is valid, for sm_90a
+// (the only target with wgmma), with no spills, and its PTX holds wgmma:
+// every valid config at S0-S4, three odd shapes and the largest D bucket,
+// with FLOAT4 and STAGE_WEIGHTS off (they change only the prologue, which
+// MlaTemplates compiles for every config).  No GPU needed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include "core/compiler.h"
+#include "core/space.h"
+#include "tuner/compile_pool.h"
+
+namespace mlatune {
+namespace {
+
+const std::filesystem::path space_file =
+    std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "fused_mla_attention.yaml";
+
+struct NamedShape {
+  const char* name;
+  const char* text;
+};
+
+SearchSpace wgmma_space() {
+  return SearchSpace::load(space_file).restrict({"ALGORITHM == tf32x3_wgmma", "!FLOAT4", "!STAGE_WEIGHTS"});
+}
+
+// The PTX of one request (NVRTC straight, as the Compiler would compile it).
+std::string ptx_of(const CompileRequest& request) {
+  nvrtcProgram program = nullptr;
+  EXPECT_EQ(nvrtcCreateProgram(&program, request.source.c_str(), request.source_name.c_str(), 0, nullptr, nullptr),
+            NVRTC_SUCCESS);
+  std::vector<std::string> options = Compiler().options(request);
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  std::string ptx;
+  if (nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data()) == NVRTC_SUCCESS) {
+    std::size_t size = 0;
+    nvrtcGetPTXSize(program, &size);
+    ptx.resize(size);
+    nvrtcGetPTX(program, ptx.data());
+  }
+  nvrtcDestroyProgram(&program);
+  return ptx;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class MlaWgmmaTemplates : public ::testing::TestWithParam<NamedShape> {};
+
+TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
+  const SearchSpace space = wgmma_space();
+  const Shape shape = space.parse_shape(GetParam().text);
+  Compiler compiler;
+  CompilePool pool(compiler);
+  std::vector<std::pair<std::string, std::shared_future<CompileResult>>> jobs;
+  std::vector<CompileRequest> requests;
+  space.for_each_valid(shape, [&](const Config& config) {
+    requests.push_back(compile_request(space, config, shape, "sm_90a"));
+    jobs.emplace_back(space.config_string(config), pool.submit(requests.back()));
+    return true;
+  });
+  ASSERT_FALSE(jobs.empty()) << "no tf32x3_wgmma config is valid at " << GetParam().text;
+  int failures = 0, spills = 0, serialized = 0;
+  for (auto& [config, future] : jobs) {
+    const CompileResult& result = future.get();
+    if (!result.ok()) {
+      if (failures++ < 2) ADD_FAILURE() << result.failure().message;
+      continue;
+    }
+    const ResourceUsage& u = result.binary().usage;
+    fmt::print("  {}: {} registers, stack {} B, spills {} / {} B\n", config, u.registers, u.stack_frame_bytes,
+               u.spill_store_bytes, u.spill_load_bytes);
+    if (u.spills()) ++spills;
+    // ptxas serializes every wgmma when it cannot prove a branch uniform.
+    if (result.log().find("C7520") != std::string::npos) {
+      ++serialized;
+      fmt::print("    wgmma serialized (C7520)\n");
+    }
+  }
+  fmt::print("{} {}: {} tf32x3_wgmma configs for sm_90a, {} failed, {} spill, {} serialized\n",
+             GetParam().name, GetParam().text, jobs.size(), failures, spills, serialized);
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(spills, 0);
+
+  // The first config's PTX: the S product (3 per 8 columns of D) and the O
+  // product are wgmma, and nothing falls back to mma.sync.
+  const std::string ptx = ptx_of(requests.front());
+  const std::size_t wgmma = count_of(ptx, "wgmma.mma_async");
+  fmt::print("{}: {} wgmma.mma_async and {} mma.sync in the PTX of {}\n", GetParam().name, wgmma,
+             count_of(ptx, "mma.sync"), jobs.front().first);
+  EXPECT_GE(wgmma, 6u);
+  EXPECT_EQ(count_of(ptx, "wgmma.mma_async.sync.aligned.m64n"), wgmma);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MlaWgmmaTemplates,
+    ::testing::Values(NamedShape{"S0", "B=2,T=32,H=4,D=16,R=24"}, NamedShape{"S1", "B=4,T=256,H=8,D=32,R=64"},
+                      NamedShape{"S2", "B=4,T=1024,H=16,D=64,R=128"},
+                      NamedShape{"S3", "B=2,T=2048,H=32,D=64,R=256"},
+                      NamedShape{"S4", "B=1,T=4096,H=16,D=128,R=512"},
+                      NamedShape{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
+                      NamedShape{"X4_D100", "B=2,T=333,H=8,D=100,R=64"},
+                      NamedShape{"D256", "B=1,T=300,H=3,D=256,R=129"}),
+    [](const ::testing::TestParamInfo<NamedShape>& info) { return std::string(info.param.name); });
+
+// Anything but sm_90a gets a kernel that traps at once instead of failing to
+// compile, so the space stays compilable for sm_90 until the config is marked
+// as needing sm_90a; its PTX holds no wgmma.
+TEST(MlaWgmmaTemplatesSm90, PlainSm90CompilesToATrap) {
+  const SearchSpace space = wgmma_space();
+  const Shape shape = space.parse_shape("B=4,T=256,H=8,D=32,R=64");
+  std::mt19937_64 rng(7);
+  std::optional<Config> config = space.sample(shape, rng);
+  ASSERT_TRUE(config.has_value());
+  CompileRequest request = compile_request(space, *config, shape, "sm_90");
+  const CompileResult result = Compiler().compile(request);
+  ASSERT_TRUE(result.ok()) << result.failure().message;
+  const std::string ptx = ptx_of(request);
+  EXPECT_EQ(count_of(ptx, "wgmma.mma_async") + count_of(ptx, "wgmma.fence"), 0u);
+  EXPECT_GE(count_of(ptx, "trap;"), 1u);
+}
+
+}  // namespace
+}  // namespace mlatune
