@@ -20,6 +20,7 @@
 // geometry at the requested shape.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +66,9 @@ struct Choice {
   /// Names the cubin of config at this shape for this index's architecture
   /// and NVRTC: a binary stored under another key is never used.
   BinaryKey binary;
+  /// What that cubin is compiled for: the device's architecture, or the one
+  /// the config needs (sm_90a on an sm_90 device).
+  std::string arch;
   /// One readable line for logs: the reason and where the config came from.
   std::string explanation;
   bool ok() const { return reason != ChoiceReason::none; }
@@ -84,7 +88,9 @@ struct SelectorOptions {
 };
 
 /// Thread safety: immutable after build(); choose() may run on many threads.
-/// Holds a reference to the space, which must outlive it.
+/// Holds its own copy of the space as the target device sees it
+/// (SearchSpace::for_device): a config that needs an architecture the device
+/// lacks is never chosen, repaired to, or ranked.
 class DispatchIndex {
  public:
   /// Reads all best entries once (the store may be read-only).
@@ -135,7 +141,7 @@ class DispatchIndex {
   std::string untuned_tail(const Ranking& ranking) const;
   void finish(Choice& choice, const Shape& shape) const;
 
-  const SearchSpace* space_;
+  std::shared_ptr<const SearchSpace> space_;  // as target_.device sees it (for_device)
   DispatchTarget target_;
   SelectorOptions options_;
   ConfigRepairer repairer_;
