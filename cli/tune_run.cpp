@@ -349,9 +349,12 @@ void gpu_sweep(const SearchSpace& space, const TuneSettings& settings, TunePlan 
     throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
                                  "architecture (use --compile-only to compile for another one)",
                                  arch, gpu.device->name, gpu.device->arch));
+  // Configs that need an architecture this GPU lacks (requires:) are invalid here.
+  const SearchSpace on_device = space.for_device(gpu.device->arch);
   std::unique_ptr<MeasurementSource> source = gpu_measurements(
-      space, settings.space_file, {settings.database, arch, settings.jobs}, settings.timing, *gpu.worker);
-  sweep_and_report(space, settings, sweep_options(settings, std::move(plan), arch), *source, *gpu.device, false);
+      on_device, settings.space_file, {settings.database, arch, settings.jobs}, settings.timing, *gpu.worker);
+  sweep_and_report(on_device, settings, sweep_options(settings, std::move(plan), arch), *source, *gpu.device,
+                   false);
 }
 
 /// Without a GPU a tune only compiles; a strategy, which needs times, cannot run.
