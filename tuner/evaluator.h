@@ -20,9 +20,17 @@
 #include "core/launch_plan.h"
 #include "core/outcome.h"
 #include "core/space.h"
+#include "tuner/input_kinds.h"
 #include "tuner/timing.h"
 
 namespace mlatune {
+
+/// The worst errors of a candidate on one input kind.
+struct KindErrors {
+  InputKind kind = InputKind::normal;
+  double relative_l2 = 0.0;
+  double max_abs = 0.0;
+};
 
 /// Errors of a candidate's output against the float64 reference, the worst
 /// over all validation input sets.
@@ -33,6 +41,10 @@ struct ValidationStats {
   std::uint64_t elements = 0;     // compared per input set
   int input_sets = 0;
   bool passed = false;
+  /// The worst errors on each input kind validated (tuner/input_kinds.h), in
+  /// the workload's order.  Kept in the process that validated (not sent
+  /// over the worker's wire).
+  std::vector<KindErrors> per_kind;
 };
 
 /// A compiled candidate, ready to run: the launch of its LaunchPlan
