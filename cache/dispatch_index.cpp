@@ -57,7 +57,10 @@ class DispatchIndex::Ranking {
 };
 
 DispatchIndex::DispatchIndex(const SearchSpace& space, DispatchTarget target, SelectorOptions options)
-    : space_(std::make_shared<const SearchSpace>(space.for_device(target.device.arch))),
+    : owned_(space.requirements().empty()
+                 ? nullptr
+                 : std::make_shared<const SearchSpace>(space.for_device(target.device.arch))),
+      space_(owned_ ? owned_.get() : &space),
       target_(std::move(target)),
       options_(options),
       repairer_(*space_) {}

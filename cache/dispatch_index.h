@@ -88,7 +88,8 @@ struct SelectorOptions {
 };
 
 /// Thread safety: immutable after build(); choose() may run on many threads.
-/// Holds its own copy of the space as the target device sees it
+/// Holds a reference to the space, which must outlive it; for a space with
+/// `requires:`, its own copy as the target device sees it
 /// (SearchSpace::for_device): a config that needs an architecture the device
 /// lacks is never chosen, repaired to, or ranked.
 class DispatchIndex {
@@ -141,7 +142,10 @@ class DispatchIndex {
   std::string untuned_tail(const Ranking& ranking) const;
   void finish(Choice& choice, const Shape& shape) const;
 
-  std::shared_ptr<const SearchSpace> space_;  // as target_.device sees it (for_device)
+  /// The space as target_.device sees it: the caller's when it has no
+  /// `requires:` (no copy, no cold evaluators), else owned_ (for_device).
+  std::shared_ptr<const SearchSpace> owned_;
+  const SearchSpace* space_;
   DispatchTarget target_;
   SelectorOptions options_;
   ConfigRepairer repairer_;
