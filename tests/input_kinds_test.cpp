@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/space.h"
+#include "tuner/evaluator.h"
 #include "tuner/mla_cpu_reference.h"
 
 namespace mlatune {
@@ -216,6 +217,27 @@ TEST(InputKinds, EveryKindStaysWellConditionedInFloat32) {
     EXPECT_LT(error, 1e-5) << to_string(kind);
     EXPECT_LT(error, 8 * normal_error) << to_string(kind);
   }
+}
+
+TEST(InputKinds, TheWorstErrorIsKeptPerKindInFirstSeenOrder) {
+  std::vector<KindErrors> per_kind;
+  auto stats = [](double rel, double abs) {
+    ValidationStats s;
+    s.relative_l2 = rel;
+    s.max_abs = abs;
+    return s;
+  };
+  merge_kind_errors(per_kind, InputKind::row_scaled, stats(2e-6, 1e-5));
+  merge_kind_errors(per_kind, InputKind::normal, stats(1e-6, 3e-6));
+  merge_kind_errors(per_kind, InputKind::row_scaled, stats(1e-6, 4e-5));
+  merge_kind_errors(per_kind, InputKind::normal, stats(5e-7, 1e-6));
+  ASSERT_EQ(per_kind.size(), 2u);
+  EXPECT_EQ(per_kind[0].kind, InputKind::row_scaled);
+  EXPECT_EQ(per_kind[0].relative_l2, 2e-6);
+  EXPECT_EQ(per_kind[0].max_abs, 4e-5);
+  EXPECT_EQ(per_kind[1].kind, InputKind::normal);
+  EXPECT_EQ(per_kind[1].relative_l2, 1e-6);
+  EXPECT_EQ(per_kind[1].max_abs, 3e-6);
 }
 
 }  // namespace

@@ -146,13 +146,7 @@ void merge_worst(ValidationStats& worst, const ValidationStats& stats, bool firs
   worst.passed = worst.passed && stats.passed;
 }
 
-/// Folds one launch's errors on `kind` into that kind's worst.
-void merge_kind(std::vector<KindErrors>& per_kind, InputKind kind, const ValidationStats& stats) {
-  auto it = std::find_if(per_kind.begin(), per_kind.end(), [kind](const KindErrors& k) { return k.kind == kind; });
-  if (it == per_kind.end()) it = per_kind.insert(per_kind.end(), KindErrors{kind, 0.0, 0.0});
-  it->relative_l2 = std::max(it->relative_l2, stats.relative_l2);
-  it->max_abs = std::max(it->max_abs, stats.max_abs);
-}
+
 
 /// About 50 µs at Hopper clocks: longer than the host needs to queue events
 /// and a launch, short against the timing budget.
@@ -374,7 +368,7 @@ class Evaluator::Impl {
         std::optional<std::string> trespass = workload_.check_integrity(set);
         ValidationStats stats = workload_.compare(set);
         std::vector<KindErrors> per_kind = std::move(worst.per_kind);
-        merge_kind(per_kind, workload_.input_kind(set), stats);
+        merge_kind_errors(per_kind, workload_.input_kind(set), stats);
         merge_worst(worst, stats, set == 0 && run == 0);
         worst.per_kind = std::move(per_kind);
         worst.input_sets = set + 1;
@@ -464,5 +458,13 @@ std::vector<std::optional<TimingStats>> Evaluator::retime(const std::vector<Cand
 }
 
 const TimingStats& Evaluator::floor() const { return impl_->floor(); }
+
+void merge_kind_errors(std::vector<KindErrors>& per_kind, InputKind kind, const ValidationStats& stats) {
+  auto it = std::find_if(per_kind.begin(), per_kind.end(), [kind](const KindErrors& k) { return k.kind == kind; });
+  if (it == per_kind.end()) it = per_kind.insert(per_kind.end(), KindErrors{kind, 0.0, 0.0});
+  // NaN outputs are counted apart (nonfinite); the worst finite error stays.
+  it->relative_l2 = std::max(it->relative_l2, stats.relative_l2);
+  it->max_abs = std::max(it->max_abs, stats.max_abs);
+}
 
 }  // namespace mlatune

@@ -47,6 +47,11 @@ struct ValidationStats {
   std::vector<KindErrors> per_kind;
 };
 
+/// Folds one launch's errors on input kind `kind` into that kind's entry of
+/// `per_kind` (added at the end the first time): the worst relative L2 and
+/// max abs seen.
+void merge_kind_errors(std::vector<KindErrors>& per_kind, InputKind kind, const ValidationStats& stats);
+
 /// A compiled candidate, ready to run: the launch of its LaunchPlan
 /// (core/launch_plan.h) and the cubin that holds its entries.
 struct Candidate {
