@@ -57,7 +57,13 @@ class DispatchIndex::Ranking {
 };
 
 DispatchIndex::DispatchIndex(const SearchSpace& space, DispatchTarget target, SelectorOptions options)
-    : space_(&space), target_(std::move(target)), options_(options), repairer_(space) {}
+    : owned_(space.requirements().empty()
+                 ? nullptr
+                 : std::make_shared<const SearchSpace>(space.for_device(target.device.arch))),
+      space_(owned_ ? owned_.get() : &space),
+      target_(std::move(target)),
+      options_(options),
+      repairer_(*space_) {}
 
 DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, DispatchTarget target,
                                    SelectorOptions options) {
@@ -279,14 +285,16 @@ Choice DispatchIndex::none(const Shape& shape) const {
 
 void DispatchIndex::finish(Choice& choice, const Shape& shape) const {
   choice.config_text = space_->config_string(choice.config);
-  choice.binary = compiler_.key(compile_request(*space_, choice.config, shape, target_.device.arch));
+  const CompileRequest request = compile_request(*space_, choice.config, shape, target_.device.arch);
+  choice.binary = compiler_.key(request);
+  choice.arch = request.arch;
 }
 
 std::optional<BinaryRecord> DispatchIndex::stored_binary(Store& store, const Choice& choice) const {
   if (!choice.ok()) return std::nullopt;
   std::optional<BinaryRecord> record = store.get_binary(choice.binary.hash);
   if (!record) return std::nullopt;
-  if (record->arch != target_.device.arch || record->nvrtc_version != target_.toolchain.nvrtc_version ||
+  if (record->arch != choice.arch || record->nvrtc_version != target_.toolchain.nvrtc_version ||
       record->kernel_name != space_->kernel_name() || record->template_hash != space_->template_hash() ||
       record->cubin.empty())
     return std::nullopt;

@@ -20,6 +20,7 @@
 // geometry at the requested shape.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +66,9 @@ struct Choice {
   /// Names the cubin of config at this shape for this index's architecture
   /// and NVRTC: a binary stored under another key is never used.
   BinaryKey binary;
+  /// What that cubin is compiled for: the device's architecture, or the one
+  /// the config needs (sm_90a on an sm_90 device).
+  std::string arch;
   /// One readable line for logs: the reason and where the config came from.
   std::string explanation;
   bool ok() const { return reason != ChoiceReason::none; }
@@ -84,7 +88,10 @@ struct SelectorOptions {
 };
 
 /// Thread safety: immutable after build(); choose() may run on many threads.
-/// Holds a reference to the space, which must outlive it.
+/// Holds a reference to the space, which must outlive it; for a space with
+/// `requires:`, its own copy as the target device sees it
+/// (SearchSpace::for_device): a config that needs an architecture the device
+/// lacks is never chosen, repaired to, or ranked.
 class DispatchIndex {
  public:
   /// Reads all best entries once (the store may be read-only).
@@ -135,6 +142,9 @@ class DispatchIndex {
   std::string untuned_tail(const Ranking& ranking) const;
   void finish(Choice& choice, const Shape& shape) const;
 
+  /// The space as target_.device sees it: the caller's when it has no
+  /// `requires:` (no copy, no cold evaluators), else owned_ (for_device).
+  std::shared_ptr<const SearchSpace> owned_;
   const SearchSpace* space_;
   DispatchTarget target_;
   SelectorOptions options_;

@@ -93,11 +93,24 @@ void export_best(const std::string& db, const PortableOptions& o) {
 
 // ---- import -----------------------------------------------------------------------
 
+/// Whether the device an entry names could have run its config: not when
+/// the config needs an architecture that device lacks (`requires:`), which
+/// only a hand-edited file can claim.  Such an entry is said on stderr.
+bool runnable_where_measured(const SearchSpace& space, const PortableEntry& entry) {
+  const SearchSpace there = space.for_device(entry.device.arch);
+  const Validity validity = there.check(there.parse_config(entry.config), there.parse_shape(entry.shape));
+  if (validity) return true;
+  fmt::print(stderr, "mlatune: skipped {} at {} on {}: {}\n", entry.config, entry.shape, entry.device.name,
+             validity.failed_constraint);
+  return false;
+}
+
 void import_file(const std::string& db, const PortableOptions& o) {
   const SearchSpace space = SearchSpace::load(o.space);
   const PortableConfigs configs = read_portable_file(o.file);
   const KernelInfo current{space.kernel_name(), space.template_hash(), space.definition_hash()};
-  const std::vector<PortableEntry> entries = entries_for(configs, current, o.file, o.skip_other_versions);
+  std::vector<PortableEntry> entries = entries_for(configs, current, o.file, o.skip_other_versions);
+  std::erase_if(entries, [&](const PortableEntry& e) { return !runnable_where_measured(space, e); });
   Store store = Store::open(database_path(db), StoreMode::read_write);
   const ImportCounts counts = store.import_best(entries, std::filesystem::absolute(o.file).string());
   fmt::print("imported {} into {}: {} entr(ies) of {} added, {} already there; {} best entr(ies) changed\n", o.file,
@@ -169,7 +182,8 @@ void revalidate(const std::string& db, const PortableOptions& o) {
     printer.emplace(::isatty(STDERR_FILENO) == 1);
     sweep.progress = [&printer](const SweepProgress& p) { printer->update(p); };
   }
-  SweepReport report = run_sweep(space, o.space, database, &worker, device, sweep);
+  // A foreign config that needs an architecture this GPU lacks is reported invalid here.
+  SweepReport report = run_sweep(space.for_device(device.arch), o.space, database, &worker, device, sweep);
   if (printer) printer->finish();
   const SweepSummary summary{space.kernel_name(), device, database, false, sweep.cutoff_factor,
                              sweep.timing.cut_min_samples, sweep.timing.budget_ms};

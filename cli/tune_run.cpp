@@ -376,10 +376,13 @@ void gpu_sweep(const SearchSpace& space, const TuneSettings& settings, TunePlan 
     fmt::print(stderr, "mlatune: timing on {} GPUs ({}), one worker each, fed from one queue\n", gpu.workers->size(),
                labels);
   }
+  // Configs that need an architecture this GPU lacks (requires:) are invalid
+  // here (every GPU of a --gpus run is of one model).
+  const SearchSpace on_device = space.for_device(gpu.device->arch);
   std::unique_ptr<MeasurementSource> source =
-      gpu.workers ? gpu_measurements(space, settings.space_file, compile, settings.timing, std::move(gpu.workers))
-                  : gpu_measurements(space, settings.space_file, compile, settings.timing, *gpu.worker);
-  sweep_and_report(space, settings, sweep_options(settings, std::move(plan), arch), *source, *gpu.device, false);
+      gpu.workers ? gpu_measurements(on_device, settings.space_file, compile, settings.timing, std::move(gpu.workers))
+                  : gpu_measurements(on_device, settings.space_file, compile, settings.timing, *gpu.worker);
+  sweep_and_report(on_device, settings, sweep_options(settings, std::move(plan), arch), *source, *gpu.device, false);
 }
 
 /// Without a GPU a tune only compiles; a strategy, which needs times, cannot run.

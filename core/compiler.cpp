@@ -215,7 +215,8 @@ CompileRequest compile_request(const SearchSpace& space, const Config& config, c
   request.source = space.template_text();
   request.source_name = space.kernel().path.filename().string();
   request.entry = space.kernel().entry;
-  request.arch = arch;
+  // A config that needs sm_90a (say) compiles for it: the key names it.
+  request.arch = space.target_architecture(config, shape, arch);
   request.definitions = space.definitions(config, shape);
   request.config = space.config_string(config);
   return request;

@@ -40,7 +40,8 @@ struct CompileRequest {
 };
 
 /// The request that compiles `config` of `space`'s kernel at `shape` for
-/// `arch`: the template text, its entry point, the config's and the compiled
+/// `arch`, or for the architecture the config needs (the space's `requires:`;
+/// SearchSpace::target_architecture): the template text, its entry point, the config's and the compiled
 /// shape variables' definitions, and the config as text for messages.
 CompileRequest compile_request(const SearchSpace& space, const Config& config, const Shape& shape,
                                const std::string& arch);

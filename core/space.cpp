@@ -99,6 +99,8 @@ void SearchSpace::Impl::adopt_expressions() {
     if (argument.value) adopt(*argument.value);
   }
   for (Expression& e : constraints) adopt(e);
+  for (ArchitectureRequirement& r : requirements) adopt(r.when);
+  for (Expression& e : requirement_constraints) adopt(e);
   for (CompiledValue& c : compiled) {
     adopt(c.value);
     if (c.check) adopt(*c.check);
@@ -218,7 +220,7 @@ SearchSpace SearchSpace::restrict(const std::vector<std::string>& constraints) c
   // The original's base directory: parse() may have been given one that is
   // not the file name's parent.
   space.impl_ = parse_space(text, name, impl_->base_dir, false);
-  return space;
+  return impl_->device_arch.empty() ? std::move(space) : space.for_device(impl_->device_arch);
 }
 
 SearchSpace SearchSpace::load(const std::filesystem::path& file) {
@@ -254,6 +256,10 @@ const std::vector<Expression>& SearchSpace::constraints() const { return impl_->
 const Tolerance& SearchSpace::tolerance() const { return impl_->tolerance; }
 const std::optional<PrologueSource>& SearchSpace::prologue() const { return impl_->prologue; }
 const Config& SearchSpace::default_config() const { return impl_->default_config; }
+const std::vector<ArchitectureRequirement>& SearchSpace::requirements() const {
+  return impl_->requirements;
+}
+const std::string& SearchSpace::device_architecture() const { return impl_->device_arch; }
 const std::vector<Config>& SearchSpace::fallbacks() const { return impl_->fallbacks; }
 const std::string& SearchSpace::template_text() const { return impl_->template_text; }
 const std::string& SearchSpace::reference_text() const { return impl_->reference_text; }
@@ -294,7 +300,11 @@ std::string SearchSpace::definition_hash() const {
       out += fmt::format("shape.compiled.{}={}\n", c.name, canonical(c.value));
   for (const Parameter& p : s.parameters)
     out += fmt::format("parameter {}={}\n", p.name, fmt::join(p.text, ","));
-  for (const Expression& c : s.constraints) out += fmt::format("constraint {}\n", canonical(c));
+  // A device's constraints (for_device) are not the file's: same hash.
+  for (std::size_t c = 0; c < s.declared_constraints; ++c)
+    out += fmt::format("constraint {}\n", canonical(s.constraints[c]));
+  for (const ArchitectureRequirement& r : s.requirements)
+    out += fmt::format("requires {} {}\n", r.arch.str(), canonical(r.when));
   serialize_source(out, "launch", s.kernel);
   serialize_source(out, "reference", s.reference);
   // Only present when the file has one: hashes of older spaces stay the same.
@@ -474,6 +484,44 @@ Validity SearchSpace::check(const Config& config, const Shape& shape) const {
     if (!Impl::holds(evaluator->evaluate(SearchSpace::Impl::of(constraint).id)))
       return Validity{false, constraint.text(), constraint.where()};
   return Validity{};
+}
+
+// ---- architectures ------------------------------------------------------------------
+
+std::optional<Architecture> SearchSpace::required_architecture(const Config& config,
+                                                               const Shape& shape) const {
+  if (impl_->requirements.empty()) return std::nullopt;
+  auto evaluator = impl_->lease();
+  impl_->bind_shape(*evaluator, shape);
+  impl_->bind_config(*evaluator, config);
+  for (const ArchitectureRequirement& r : impl_->requirements)
+    if (Impl::holds(evaluator->evaluate(Impl::of(r.when).id))) return r.arch;
+  return std::nullopt;
+}
+
+std::string SearchSpace::target_architecture(const Config& config, const Shape& shape,
+                                             std::string_view base) const {
+  return compile_target(base, required_architecture(config, shape));
+}
+
+SearchSpace SearchSpace::for_device(std::string_view device_arch) const {
+  SearchSpace space(*this);
+  Impl& s = *space.impl_;
+  const std::optional<Architecture> device = Architecture::parse(device_arch);
+  if (!device || s.device_arch == device_arch) return space;
+  s.constraints.resize(s.declared_constraints);  // another device's, if any
+  s.device_arch = std::string(device_arch);
+  for (std::size_t i = 0; i < s.requirements.size(); ++i) {
+    const ArchitectureRequirement& r = s.requirements[i];
+    const std::string missing = missing_architecture(r.arch, *device);
+    if (missing.empty()) continue;
+    Expression constraint = s.requirement_constraints[i];
+    Impl::of(constraint).text = fmt::format("{} {}", r.when.text(), missing);
+    s.constraints.push_back(std::move(constraint));
+  }
+  s.adopt_expressions();
+  s.plan_enumeration();
+  return space;
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/architecture.h"
 #include "core/error.h"
 
 namespace mlatune {
@@ -126,6 +127,15 @@ struct PrologueSource {
   std::optional<Expression> when;  // unset: always
 };
 
+/// One entry of the `requires:` section: the configs where `when` holds (at
+/// a shape) need architecture `arch`; they compile for it and are invalid on
+/// a device that lacks it (SearchSpace::for_device).
+struct ArchitectureRequirement {
+  Architecture arch;
+  Expression when;
+  SourceLocation where;  // the entry's key
+};
+
 struct Tolerance {
   double relative_l2 = 1e-5;
   std::optional<double> max_abs;  // unset: not checked
@@ -195,6 +205,8 @@ class SearchSpace {
   const Tolerance& tolerance() const;
   /// The `prologue:` section, if the file has one.
   const std::optional<PrologueSource>& prologue() const;
+  /// The `requires:` section, in file order.
+  const std::vector<ArchitectureRequirement>& requirements() const;
   /// The space's default config (the `default:` map).
   const Config& default_config() const;
   /// The `fallbacks:` list: configs the dispatcher tries, in order, at a
@@ -241,6 +253,24 @@ class SearchSpace {
   /// The constraint that removes the most configs for `shape` (for the
   /// "no valid config" message); empty when there are no constraints.
   std::string most_restrictive_constraint(const Shape& shape) const;
+
+  // ---- architectures ----------------------------------------------------------
+  /// What `config` needs at `shape`: the first `requires:` entry whose `when`
+  /// holds; nullopt when none does (it runs wherever the space does).
+  std::optional<Architecture> required_architecture(const Config& config, const Shape& shape) const;
+  /// The architecture to compile `config` for when the caller targets
+  /// `base` (the device's, or --arch): see compile_target().
+  std::string target_architecture(const Config& config, const Shape& shape, std::string_view base) const;
+  /// This space as a device of architecture `device_arch` ("sm_80") sees it:
+  /// each `requires:` entry the device lacks becomes a constraint (its text
+  /// says what is needed and what the device is), so enumeration, check(),
+  /// repair and the dispatcher skip those configs.  Same parameters and
+  /// definition hash.  Without a device (counts, lists, compile-only runs)
+  /// use the space as loaded: every config stays valid there.  An empty or
+  /// unreadable `device_arch` gives the space unchanged.
+  SearchSpace for_device(std::string_view device_arch) const;
+  /// The architecture given to for_device(); empty for a space as loaded.
+  const std::string& device_architecture() const;
 
   // ---- evaluation of one config at one shape ---------------------------------
   /// Invalid where a compiled value is not an integer in [0, 2^31) (e.g.

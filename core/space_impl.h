@@ -67,7 +67,15 @@ struct SpaceData {
   std::vector<Shape> default_shapes;
   std::vector<Argument> arguments;
   std::vector<Parameter> parameters;
+  /// The file's constraints, then those for_device() adds (one per
+  /// `requires:` entry the device lacks).
   std::vector<Expression> constraints;
+  std::size_t declared_constraints = 0;  // how many of `constraints` the file has
+  std::vector<ArchitectureRequirement> requirements;
+  /// Per requirement: `!(when)`, the constraint a device without its arch
+  /// adds (its text is set then, naming the device).
+  std::vector<Expression> requirement_constraints;
+  std::string device_arch;  // for_device()'s argument; empty as loaded
   Tolerance tolerance;
   std::optional<PrologueSource> prologue;
   Config default_config;

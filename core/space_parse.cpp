@@ -349,6 +349,7 @@ class Reader {
   void read_parameters(const Entry& entry);
   void read_arguments(const Entry& entry);
   void read_constraints(const Entry& entry);
+  void read_requires(const Entry& entry);
   void read_geometry(KernelSource& source, const std::map<std::string, Entry>& keys,
                      const std::string& section, const SourceLocation& where, Scope scope);
   void read_default(const Entry& entry);
@@ -668,6 +669,28 @@ void Reader::read_constraints(const Entry& entry) {
   if (entry.value.IsNull()) return;
   for (const YAML::Node& node : list(entry, "'constraints'"))
     space_->constraints.push_back(expression(node, at(node), "constraint", Scope::full));
+}
+
+// `requires: {sm_90a: "ALGORITHM == wgmma"}`: architecture -> the configs
+// that need it, in file order (the first entry that holds decides).
+void Reader::read_requires(const Entry& entry) {
+  if (entry.value.IsNull()) return;
+  map(entry.value, at(entry), "'requires'", {}, {});  // a map, each key once
+  for (auto it = entry.value.begin(); it != entry.value.end(); ++it) {
+    const Entry e{it->first, it->second};
+    const std::string name = e.key.Scalar();
+    const std::optional<Architecture> arch = Architecture::parse(name);
+    if (!arch)
+      fail(at(e.key), fmt::format("'{}' in 'requires' is not a GPU architecture; expected sm_<number> with an "
+                                  "optional a or f, such as sm_90a, mapped to the configs that need it",
+                                  name));
+    ArchitectureRequirement requirement{*arch, expression(e.value, at(e), "requires " + name, Scope::full),
+                                        at(e.key)};
+    const Expression::Impl& when = SearchSpace::Impl::of(requirement.when);
+    space_->requirement_constraints.push_back(
+        make_expression("", "!(" + space_->expression_texts[when.id] + ")", when.where, when.variables));
+    space_->requirements.push_back(std::move(requirement));
+  }
 }
 
 void Reader::read_geometry(KernelSource& source, const std::map<std::string, Entry>& keys,
@@ -1000,7 +1023,8 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
          "arguments, parameters, default, launch");
   auto keys = map(root, at(root), "the space",
                   {"kernel", "template", "entry", "reference", "shape", "arguments", "parameters",
-                   "default", "constraints", "launch", "prologue", "tolerance", "fallbacks"},
+                   "default", "constraints", "launch", "prologue", "tolerance", "fallbacks",
+                   "requires"},
                   {"kernel", "template", "entry", "reference", "shape", "arguments", "parameters",
                    "default", "launch"});
   SearchSpace::Impl& s = *space_;
@@ -1021,6 +1045,8 @@ std::unique_ptr<SearchSpace::Impl> Reader::read() {
   if (compiled_map_) read_compiled_map();
   read_arguments(keys.at("arguments"));
   if (auto it = keys.find("constraints"); it != keys.end()) read_constraints(it->second);
+  s.declared_constraints = s.constraints.size();
+  if (auto it = keys.find("requires"); it != keys.end()) read_requires(it->second);
 
   const Entry& launch = keys.at("launch");
   read_geometry(s.kernel,

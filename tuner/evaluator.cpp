@@ -146,6 +146,8 @@ void merge_worst(ValidationStats& worst, const ValidationStats& stats, bool firs
   worst.passed = worst.passed && stats.passed;
 }
 
+
+
 /// About 50 µs at Hopper clocks: longer than the host needs to queue events
 /// and a launch, short against the timing budget.
 constexpr std::int64_t spin_cycles = 100000;
@@ -365,7 +367,10 @@ class Evaluator::Impl {
         if (progress) progress();
         std::optional<std::string> trespass = workload_.check_integrity(set);
         ValidationStats stats = workload_.compare(set);
+        std::vector<KindErrors> per_kind = std::move(worst.per_kind);
+        merge_kind_errors(per_kind, workload_.input_kind(set), stats);
         merge_worst(worst, stats, set == 0 && run == 0);
+        worst.per_kind = std::move(per_kind);
         worst.input_sets = set + 1;
         if (trespass) {
           // Memory outside the outputs was written: nothing else matters.
@@ -376,7 +381,8 @@ class Evaluator::Impl {
           return;
         }
         if (!stats.passed && failure_reason.empty())
-          failure_reason = fmt::format("input set {}: {}", set + 1,
+          failure_reason = fmt::format("input set {} ({} inputs): {}", set + 1,
+                                       to_string(workload_.input_kind(set)),
                                        *tolerance_failure(stats, workload_.tolerance()));
         if (run == 0) {
           workload_.keep_outputs();
@@ -452,5 +458,13 @@ std::vector<std::optional<TimingStats>> Evaluator::retime(const std::vector<Cand
 }
 
 const TimingStats& Evaluator::floor() const { return impl_->floor(); }
+
+void merge_kind_errors(std::vector<KindErrors>& per_kind, InputKind kind, const ValidationStats& stats) {
+  auto it = std::find_if(per_kind.begin(), per_kind.end(), [kind](const KindErrors& k) { return k.kind == kind; });
+  if (it == per_kind.end()) it = per_kind.insert(per_kind.end(), KindErrors{kind, 0.0, 0.0});
+  // NaN outputs are counted apart (nonfinite); the worst finite error stays.
+  it->relative_l2 = std::max(it->relative_l2, stats.relative_l2);
+  it->max_abs = std::max(it->max_abs, stats.max_abs);
+}
 
 }  // namespace mlatune

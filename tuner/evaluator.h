@@ -20,9 +20,17 @@
 #include "core/launch_plan.h"
 #include "core/outcome.h"
 #include "core/space.h"
+#include "tuner/input_kinds.h"
 #include "tuner/timing.h"
 
 namespace mlatune {
+
+/// The worst errors of a candidate on one input kind.
+struct KindErrors {
+  InputKind kind = InputKind::normal;
+  double relative_l2 = 0.0;
+  double max_abs = 0.0;
+};
 
 /// Errors of a candidate's output against the float64 reference, the worst
 /// over all validation input sets.
@@ -33,7 +41,16 @@ struct ValidationStats {
   std::uint64_t elements = 0;     // compared per input set
   int input_sets = 0;
   bool passed = false;
+  /// The worst errors on each input kind validated (tuner/input_kinds.h), in
+  /// the workload's order.  Kept in the process that validated (not sent
+  /// over the worker's wire).
+  std::vector<KindErrors> per_kind;
 };
+
+/// Folds one launch's errors on input kind `kind` into that kind's entry of
+/// `per_kind` (added at the end the first time): the worst relative L2 and
+/// max abs seen.
+void merge_kind_errors(std::vector<KindErrors>& per_kind, InputKind kind, const ValidationStats& stats);
 
 /// A compiled candidate, ready to run: the launch of its LaunchPlan
 /// (core/launch_plan.h) and the cubin that holds its entries.

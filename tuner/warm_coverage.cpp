@@ -117,7 +117,8 @@ std::vector<Shape> coverage_samples(const ShapeBox& box, std::size_t random, std
 
 bool usable_by(const BinaryRecord& record, const DispatchIndex& index) {
   const DispatchTarget& target = index.target();
-  return record.arch == target.device.arch && record.nvrtc_version == target.toolchain.nvrtc_version &&
+  // An sm_90a cubin (a config that needs it) runs on the sm_90 device.
+  return runs_binary(record.arch, target.device.arch) && record.nvrtc_version == target.toolchain.nvrtc_version &&
          record.kernel_name == index.space().kernel_name() &&
          record.template_hash == index.space().template_hash() && !record.cubin.empty();
 }

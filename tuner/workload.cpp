@@ -79,6 +79,7 @@ struct Workload::Impl {
   double reference_us = 0.0;
   std::int64_t device_bytes = 0;
   std::uint32_t flush_counter = 0;
+  std::vector<InputKind> kinds;  // of the validation sets, cyclically
 
   /// Workspaces stay null until a candidate whose prologue runs installs
   /// its own (set_workspace); the reference always gets null.
@@ -96,6 +97,21 @@ struct Workload::Impl {
       case ElementType::int32: support->fill_int32(data, n, key, *stream); break;
       case ElementType::int64: support->fill_int64(data, n, key, *stream); break;
     }
+  }
+
+  /// Reshapes input `k` of validation set `set`, filled N(0, 1) on the GPU,
+  /// into the set's input kind: on the host, once per workload.
+  void shape_input(int set, std::size_t k, void* data, std::uint64_t key) {
+    const InputKind kind = kinds[static_cast<std::size_t>(set) % kinds.size()];
+    const BoundArgument& b = bound[input_indices[k]];
+    if (kind == InputKind::normal || b.argument->type != ElementType::float32) return;
+    std::vector<float> host(static_cast<std::size_t>(b.element_count));
+    auto raw = static_cast<cudaStream_t>(stream->get());
+    MLATUNE_CUDA(cudaMemcpyAsync(host.data(), data, host.size() * 4, cudaMemcpyDeviceToHost, raw));
+    stream->synchronize();
+    apply_input_kind(kind, HostInput{b.argument->name, b.extents, host}, key);
+    MLATUNE_CUDA(cudaMemcpyAsync(data, host.data(), host.size() * 4, cudaMemcpyHostToDevice, raw));
+    stream->synchronize();
   }
 
   void poison(void* data, ElementType type, std::uint64_t n) {
@@ -220,9 +236,11 @@ std::int64_t guarded_bytes(std::int64_t bytes) {
 Workload::Workload(const SearchSpace& space, const Shape& shape, WorkloadOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& w = *impl_;
+  if (options.validation_sets < 1) throw InputError("at least one validation input set is needed");
+  w.kinds = options.kinds.empty() ? input_kinds_for(space) : options.kinds;
+  options.validation_sets = std::max(options.validation_sets, static_cast<int>(w.kinds.size()));
   w.options = options;
   w.tolerance = space.tolerance();
-  if (options.validation_sets < 1) throw InputError("at least one validation input set is needed");
 
   // Everything that needs no GPU is checked first, so a bad space says so
   // even on a machine without one.
@@ -324,6 +342,7 @@ void Workload::Impl::allocate(int set_count) {
       std::uint64_t key = mix64(mix64(options.seed) ^ (static_cast<std::uint64_t>(s) << 20) ^ k);
       fill(set.buffers.back().data(), b.argument->type, static_cast<std::uint64_t>(b.element_count), key);
       if (!validated) continue;
+      shape_input(s, k, set.buffers.back().data(), key);
       set.pristine.emplace_back(bytes);
       MLATUNE_CUDA(cudaMemcpyAsync(set.pristine.back().get(), set.buffers.back().data(), bytes,
                                    cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream->get())));
@@ -341,6 +360,9 @@ const Tolerance& Workload::tolerance() const { return impl_->tolerance; }
 std::uint64_t Workload::seed() const { return impl_->options.seed; }
 int Workload::input_sets() const { return static_cast<int>(impl_->sets.size()); }
 int Workload::validation_sets() const { return impl_->options.validation_sets; }
+InputKind Workload::input_kind(int set) const {
+  return impl_->kinds.at(static_cast<std::size_t>(set) % impl_->kinds.size());
+}
 void** Workload::arguments(int set) { return impl_->sets.at(static_cast<std::size_t>(set)).arguments.pointers(); }
 std::int64_t Workload::flush_bytes() const { return static_cast<std::int64_t>(impl_->flush.bytes()); }
 double Workload::reference_us() const { return impl_->reference_us; }

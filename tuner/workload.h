@@ -17,6 +17,7 @@
 #include "tuner/evaluator.h"
 #include "core/space.h"
 #include "tuner/guarded_buffer.h"
+#include "tuner/input_kinds.h"
 #include "tuner/support_kernels.h"
 
 namespace mlatune {
@@ -25,6 +26,11 @@ struct WorkloadOptions {
   std::uint64_t seed = 0;  // the caller draws a fresh one unless the user gave one
   CacheMode cache = CacheMode::cold;
   int validation_sets = 2;
+  /// Input kinds to validate on (tuner/input_kinds.h); empty: the space's
+  /// (input_kinds_for).  Validation set s holds kind s % kinds, and there are
+  /// at least as many validation sets as kinds, so every candidate meets the
+  /// tolerance on every kind.
+  std::vector<InputKind> kinds;
 };
 
 class Workload {
@@ -47,6 +53,8 @@ class Workload {
   /// Input sets held; the first validation_sets() have reference outputs.
   int input_sets() const;
   int validation_sets() const;
+  /// The input kind of validation set `set`.
+  InputKind input_kind(int set) const;
   /// Argument pointers of input set `set`, in launch order (for cudaLaunchKernel).
   void** arguments(int set);
 

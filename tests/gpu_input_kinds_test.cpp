@@ -1,0 +1,113 @@
+// The accuracy table of issue 15 (label gpu; skips with the reason where
+// there is no GPU): for every ALGORITHM of the flagship at S0-S4, one config
+// (the first fallback of that algorithm valid at the shape, else the first
+// valid config of it) validated in this process on every input kind
+// (tuner/input_kinds.h), with its worst relative L2 and max abs error per
+// kind printed as one table row each, and required to be within 1e-5.
+// The GPU float64 reference on each kind is checked against the CPU
+// reference by gpu_mla_test (MlaGpuReference), whose workloads now hold them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/compiler.h"
+#include "core/cuda.h"
+#include "core/launch_plan.h"
+#include "core/space.h"
+#include "tuner/evaluator.h"
+#include "tuner/input_kinds.h"
+#include "tuner/workload.h"
+
+namespace mlatune {
+namespace {
+
+const std::filesystem::path space_file =
+    std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "fused_mla_attention.yaml";
+
+/// Index of the ALGORITHM parameter.
+std::size_t algorithm_parameter(const SearchSpace& space) {
+  for (std::size_t p = 0; p < space.parameters().size(); ++p)
+    if (space.parameters()[p].name == "ALGORITHM") return p;
+  throw std::logic_error("the flagship space has no ALGORITHM parameter");
+}
+
+/// The config that stands for `algorithm` (an index into ALGORITHM's values) at `shape`.
+std::optional<Config> representative(const SearchSpace& space, std::uint32_t algorithm, const Shape& shape) {
+  const std::size_t p = algorithm_parameter(space);
+  auto usable = [&](const Config& c) {
+    return c.choice[p] == algorithm && space.check(c, shape) && space.geometry(c, shape).valid();
+  };
+  for (const Config& c : space.fallbacks())
+    if (usable(c)) return c;
+  std::optional<Config> found;
+  space.for_each_valid(shape, [&](const Config& c) {
+    if (usable(c)) found = c;
+    return !found;
+  });
+  return found;
+}
+
+/// Validates `config` on every kind of `workload`; prints and checks each kind's row.
+void validate_on_every_kind(const SearchSpace& space, Workload& workload, Evaluator& evaluator,
+                            const Config& config, const Shape& shape, const char* shape_name) {
+  const std::string text = space.config_string(config);
+  const CompileResult compiled = Compiler().compile(compile_request(space, config, shape, workload.device().arch()));
+  ASSERT_TRUE(compiled.ok()) << text << ": " << compiled.failure().message;
+  const LaunchPlan plan = plan_launch(space, config, shape);
+  ASSERT_TRUE(plan.ok()) << text << ": " << plan.refusal;
+  const EvaluationResult result = evaluator.evaluate(make_candidate(plan, text, compiled.binary().cubin));
+  EXPECT_EQ(result.outcome, Outcome::ok) << text << ": " << result.reason;
+  ASSERT_TRUE(result.validation) << text << ": " << result.reason;
+  EXPECT_EQ(result.validation->per_kind.size(), all_input_kinds().size()) << text;
+  const std::size_t p = algorithm_parameter(space);
+  const std::string algorithm = space.parameters()[p].text[config.choice[p]];
+  for (const KindErrors& k : result.validation->per_kind) {
+    fmt::print("accuracy {:<3} {:<12} {:<14} rel_l2 {:.3e}  max_abs {:.3e}\n", shape_name, algorithm,
+               to_string(k.kind), k.relative_l2, k.max_abs);
+    EXPECT_LE(k.relative_l2, 1e-5) << text << " on " << to_string(k.kind);
+  }
+}
+
+struct NamedShape {
+  const char* name;
+  const char* text;
+};
+
+class InputKindsGpu : public ::testing::TestWithParam<NamedShape> {};
+
+TEST_P(InputKindsGpu, EveryAlgorithmPassesEveryInputKind) {
+  const GpuProbe probe = probe_gpu();
+  if (!probe.usable) GTEST_SKIP() << "no GPU: " << probe.reason;
+  const SearchSpace space = SearchSpace::load(space_file).for_device(probe.device.arch());
+  const Parameter& algorithms = space.parameters()[algorithm_parameter(space)];
+  const Shape shape = space.parse_shape(GetParam().text);
+  WorkloadOptions options;
+  options.seed = 2026;
+  options.kinds = all_input_kinds();
+  Workload workload(space, shape, options);
+  Evaluator evaluator(workload, TimingOptions{});
+  for (std::uint32_t a = 0; a < algorithms.text.size(); ++a) {
+    const std::optional<Config> config = representative(space, a, shape);
+    if (!config) {
+      fmt::print("accuracy {:<3} {:<12} (no valid config at this shape)\n", GetParam().name,
+                 algorithms.text[a]);
+      continue;
+    }
+    validate_on_every_kind(space, workload, evaluator, *config, shape, GetParam().name);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, InputKindsGpu,
+                         ::testing::Values(NamedShape{"S0", "B=2,T=32,H=4,D=16,R=24"},
+                                           NamedShape{"S1", "B=4,T=256,H=8,D=32,R=64"},
+                                           NamedShape{"S2", "B=4,T=1024,H=16,D=64,R=128"},
+                                           NamedShape{"S3", "B=2,T=2048,H=32,D=64,R=256"},
+                                           NamedShape{"S4", "B=1,T=4096,H=16,D=128,R=512"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace mlatune
