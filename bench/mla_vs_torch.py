@@ -1463,8 +1463,13 @@ def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
                         help="where the CSV, markdown and PNG go")
     parser.add_argument("--stem", default="side_by_side", help="their file name without extension")
     parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile")
-    parser.add_argument("--skip-triton", action="store_true",
-                        help="leave out the Triton peer (its column then reads n/a: skipped)")
+    # Opt-in until its kernel is fixed: on the H200 (2026-12-01) 48 of 108
+    # configs hit an illegal memory access at S1, which poisons the CUDA
+    # context of the whole benchmark.
+    parser.add_argument("--skip-triton", action="store_true", default=True,
+                        help="leave out the Triton peer (its column then reads n/a: skipped); the default")
+    parser.add_argument("--with-triton", dest="skip_triton", action="store_false",
+                        help="run the Triton peer (experimental: see docs/performance.md)")
     parser.add_argument("--triton-search", choices=sorted(SEARCHES),
                         help="the Triton peer's autotuning grid (default: full for --shapes, reduced for "
                              "--random-shapes, where every head size compiles anew); --dry-run prints it")
