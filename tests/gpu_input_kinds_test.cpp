@@ -18,6 +18,7 @@
 #include "core/cuda.h"
 #include "core/launch_plan.h"
 #include "core/space.h"
+#include "tests/named_shape.h"
 #include "tuner/evaluator.h"
 #include "tuner/input_kinds.h"
 #include "tuner/workload.h"
@@ -25,8 +26,7 @@
 namespace mlatune {
 namespace {
 
-const std::filesystem::path space_file =
-    std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "fused_mla_attention.yaml";
+const std::filesystem::path& space_file = flagship_space_file;
 
 /// Index of the ALGORITHM parameter.
 std::size_t algorithm_parameter(const SearchSpace& space) {
@@ -72,11 +72,6 @@ void validate_on_every_kind(const SearchSpace& space, Workload& workload, Evalua
   }
 }
 
-struct NamedShape {
-  const char* name;
-  const char* text;
-};
-
 class InputKindsGpu : public ::testing::TestWithParam<NamedShape> {};
 
 TEST_P(InputKindsGpu, EveryAlgorithmPassesEveryInputKind) {
@@ -102,12 +97,8 @@ TEST_P(InputKindsGpu, EveryAlgorithmPassesEveryInputKind) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, InputKindsGpu,
-                         ::testing::Values(NamedShape{"S0", "B=2,T=32,H=4,D=16,R=24"},
-                                           NamedShape{"S1", "B=4,T=256,H=8,D=32,R=64"},
-                                           NamedShape{"S2", "B=4,T=1024,H=16,D=64,R=128"},
-                                           NamedShape{"S3", "B=2,T=2048,H=32,D=64,R=256"},
-                                           NamedShape{"S4", "B=1,T=4096,H=16,D=128,R=512"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         ::testing::ValuesIn(target_shapes_and()),
+                         shape_name);
 
 }  // namespace
 }  // namespace mlatune

@@ -29,19 +29,14 @@
 #include "core/cuda.h"
 #include "tuner/mla_cpu_reference.h"
 #include "core/space.h"
+#include "tests/named_shape.h"
 #include "tuner/worker/client.h"
 #include "tuner/workload.h"
 
 namespace mlatune {
 namespace {
 
-const std::filesystem::path space_file =
-    std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "fused_mla_attention.yaml";
-
-struct NamedShape {
-  const char* name;
-  const char* text;
-};
+const std::filesystem::path& space_file = flagship_space_file;
 
 // What validating configs at one shape found.
 struct Validated {
@@ -122,15 +117,10 @@ TEST_P(MlaGpu, SampledConfigsMatchTheFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlaGpu,
-    ::testing::Values(NamedShape{"S0", "B=2,T=32,H=4,D=16,R=24"},
-                      NamedShape{"S1", "B=4,T=256,H=8,D=32,R=64"},
-                      NamedShape{"S2", "B=4,T=1024,H=16,D=64,R=128"},
-                      NamedShape{"S3", "B=2,T=2048,H=32,D=64,R=256"},
-                      NamedShape{"S4", "B=1,T=4096,H=16,D=128,R=512"},
-                      NamedShape{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
-                      NamedShape{"X2_oddT_R30", "B=3,T=129,H=12,D=20,R=30"},
-                      NamedShape{"X3_oddT_long", "B=1,T=1001,H=3,D=96,R=200"}),
-    [](const ::testing::TestParamInfo<NamedShape>& info) { return std::string(info.param.name); });
+    ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
+                                         {"X2_oddT_R30", "B=3,T=129,H=12,D=20,R=30"},
+                                         {"X3_oddT_long", "B=1,T=1001,H=3,D=96,R=200"}})),
+    shape_name);
 
 class MlaGpuBucketed : public ::testing::TestWithParam<NamedShape> {};
 
@@ -175,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(
                       NamedShape{"D15_R31", "B=3,T=90,H=2,D=15,R=31"},
                       NamedShape{"D126_R516", "B=1,T=2050,H=11,D=126,R=516"},
                       NamedShape{"D39_R58", "B=2,T=97,H=13,D=39,R=58"}),
-    [](const ::testing::TestParamInfo<NamedShape>& info) { return std::string(info.param.name); });
+    shape_name);
 
 // One binary, compiled at one shape, serves another shape of its bucket:
 // what lets the dispatcher run a shape without compiling.

@@ -19,19 +19,14 @@
 #include "tests/gpu_worker.h"
 #include "core/compiler.h"
 #include "core/space.h"
+#include "tests/named_shape.h"
 #include "tuner/compile_pool.h"
 #include "tuner/worker/client.h"
 
 namespace mlatune {
 namespace {
 
-const std::filesystem::path space_file =
-    std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "fused_mla_attention.yaml";
-
-struct NamedShape {
-  const char* name;
-  const char* text;
-};
+const std::filesystem::path& space_file = flagship_space_file;
 
 class MlaWgmmaGpu : public ::testing::TestWithParam<NamedShape> {};
 
@@ -91,15 +86,11 @@ TEST_P(MlaWgmmaGpu, SampledConfigsMatchTheFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlaWgmmaGpu,
-    ::testing::Values(NamedShape{"S0", "B=2,T=32,H=4,D=16,R=24"}, NamedShape{"S1", "B=4,T=256,H=8,D=32,R=64"},
-                      NamedShape{"S2", "B=4,T=1024,H=16,D=64,R=128"},
-                      NamedShape{"S3", "B=2,T=2048,H=32,D=64,R=256"},
-                      NamedShape{"S4", "B=1,T=4096,H=16,D=128,R=512"},
-                      NamedShape{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
-                      NamedShape{"X2_oddT_R30", "B=3,T=129,H=12,D=20,R=30"},
-                      NamedShape{"X5_issue", "B=2,T=333,H=8,D=64,R=100"},
-                      NamedShape{"D100_R77", "B=1,T=500,H=4,D=100,R=77"}),
-    [](const ::testing::TestParamInfo<NamedShape>& info) { return std::string(info.param.name); });
+    ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
+                                         {"X2_oddT_R30", "B=3,T=129,H=12,D=20,R=30"},
+                                         {"X5_issue", "B=2,T=333,H=8,D=64,R=100"},
+                                         {"D100_R77", "B=1,T=500,H=4,D=100,R=77"}})),
+    shape_name);
 
 }  // namespace
 }  // namespace mlatune

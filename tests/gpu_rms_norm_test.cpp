@@ -34,6 +34,7 @@
 #include "core/compiler.h"
 #include "core/cuda.h"
 #include "core/space.h"
+#include "tests/named_shape.h"
 #include "tests/covering_sample.h"
 #include "tests/gpu_worker.h"
 #include "tests/tuned_entry.h"
@@ -95,11 +96,6 @@ HostError compare(const std::vector<T>& out, const std::vector<double>& expected
   e.relative_l2 = std::sqrt(diff2 / ref2);
   return e;
 }
-
-struct NamedShape {
-  const char* name;
-  const char* text;
-};
 
 class RmsNormGpu : public ::testing::TestWithParam<NamedShape> {};
 
@@ -172,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(
                       NamedShape{"narrow_33", "ROWS=1000,COLS=33"},
                       NamedShape{"float4_tail_1028", "ROWS=3,COLS=1028"},
                       NamedShape{"one_column", "ROWS=3,COLS=1"}),
-    [](const ::testing::TestParamInfo<NamedShape>& info) { return std::string(info.param.name); });
+    shape_name);
 
 // The float64 reference kernel against the definition computed on the host,
 // on the workload's own random inputs.

@@ -17,18 +17,13 @@
 
 #include "core/compiler.h"
 #include "core/space.h"
+#include "tests/named_shape.h"
 #include "tuner/compile_pool.h"
 
 namespace mlatune {
 namespace {
 
-const std::filesystem::path space_file =
-    std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "fused_mla_attention.yaml";
-
-struct NamedShape {
-  const char* name;
-  const char* text;
-};
+const std::filesystem::path& space_file = flagship_space_file;
 
 SearchSpace wgmma_space() {
   return SearchSpace::load(space_file).restrict({"ALGORITHM == tf32x3_wgmma", "!FLOAT4", "!STAGE_WEIGHTS"});
@@ -108,14 +103,10 @@ TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlaWgmmaTemplates,
-    ::testing::Values(NamedShape{"S0", "B=2,T=32,H=4,D=16,R=24"}, NamedShape{"S1", "B=4,T=256,H=8,D=32,R=64"},
-                      NamedShape{"S2", "B=4,T=1024,H=16,D=64,R=128"},
-                      NamedShape{"S3", "B=2,T=2048,H=32,D=64,R=256"},
-                      NamedShape{"S4", "B=1,T=4096,H=16,D=128,R=512"},
-                      NamedShape{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
-                      NamedShape{"X4_D100", "B=2,T=333,H=8,D=100,R=64"},
-                      NamedShape{"D256", "B=1,T=300,H=3,D=256,R=129"}),
-    [](const ::testing::TestParamInfo<NamedShape>& info) { return std::string(info.param.name); });
+    ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
+                                         {"X4_D100", "B=2,T=333,H=8,D=100,R=64"},
+                                         {"D256", "B=1,T=300,H=3,D=256,R=129"}})),
+    shape_name);
 
 // Anything but sm_90a gets a kernel that traps at once instead of failing to
 // compile, so the space stays compilable for sm_90 until the config is marked
