@@ -108,9 +108,11 @@ INSTANTIATE_TEST_SUITE_P(
                                          {"D256", "B=1,T=300,H=3,D=256,R=129"}})),
     shape_name);
 
-// Anything but sm_90a gets a kernel that traps at once instead of failing to
-// compile, so the space stays compilable for sm_90 until the config is marked
-// as needing sm_90a; its PTX holds no wgmma.
+// The space's `requires:` makes a tf32x3_wgmma config compile for sm_90a
+// even when sm_90 is asked for.  Below that, the template's own guard: for
+// anything but sm_90a the kernel traps at once instead of failing to
+// compile, so a request forced to plain sm_90 still compiles, and its PTX
+// holds no wgmma.
 TEST(MlaWgmmaTemplatesSm90, PlainSm90CompilesToATrap) {
   const SearchSpace space = wgmma_space();
   const Shape shape = space.parse_shape("B=4,T=256,H=8,D=32,R=64");
@@ -118,6 +120,8 @@ TEST(MlaWgmmaTemplatesSm90, PlainSm90CompilesToATrap) {
   std::optional<Config> config = space.sample(shape, rng);
   ASSERT_TRUE(config.has_value());
   CompileRequest request = compile_request(space, *config, shape, "sm_90");
+  EXPECT_EQ(request.arch, "sm_90a");
+  request.arch = "sm_90";
   const CompileResult result = Compiler().compile(request);
   ASSERT_TRUE(result.ok()) << result.failure().message;
   const std::string ptx = ptx_of(request);
