@@ -794,6 +794,7 @@ class TritonPeer:
     version: str = ""
     precompile: str = ""  # what the compiler pool did, for the method text
     tune_reps: int = 5
+    isolate: bool = True  # autotune in child processes (see _tune_in_children)
 
 
 def load_triton_peer(args, torch) -> TritonPeer:
@@ -853,32 +854,156 @@ def precompile_triton(peer: TritonPeer, shapes: Sequence[Shape], workers: int) -
     print(f"# Triton: {peer.precompile}", flush=True)
 
 
-def autotune_triton(peer: TritonPeer, shape: Shape, q, k, v, reference, timer: Timer) -> TuneRecord:
-    """Times every candidate of the shape's plan on the attention kernel alone (K and V made
-    once), the same cold way as the benchmark with fewer calls, and drops configs that
-    Triton rejects or that miss the accuracy bound: the record's best is the fastest
-    accurate config."""
-    record = TuneRecord(plan_shape(shape.T, shape.D, peer.space, peer.shared_memory_limit))
+# A config that faults (an illegal address, say) leaves its CUDA context unusable, so every
+# config tried after it in the same process would fail too.  Autotuning therefore runs in a
+# child process that is replaced after each such fault; the fault is the config's result.
+CONFIG_DEADLINE_S = 120.0   # a config whose launch, check and timing take longer has hung
+MAX_CHILD_FAULTS = 8        # children replaced per shape before the rest is left untried
+
+
+def _context_alive(torch) -> bool:
+    """Whether the CUDA context still runs work after an exception (a fault is sticky)."""
+    try:
+        torch.cuda.synchronize()
+        return torch.ones(1, device="cuda").add_(1).item() == 2.0
+    except Exception:  # noqa: BLE001 - any failure here means the context is gone
+        return False
+
+
+def tune_configs(peer: TritonPeer, configs, q, k, v, reference, timer: Timer, report,
+                 context_alive: Callable[[], bool]) -> None:
+    """Tries `configs` in order: each is launched, checked against the reference and, when
+    accurate, timed on the attention kernel alone (cold, --triton-tune-reps calls).  Calls
+    report(kind, config, value) with kind "start" (value None) before a config, then one of
+    "timed" (µs), "rejected" (why), "inaccurate" (rel-L2) or "faulted" (why; the context is
+    lost, so nothing more is tried here)."""
     tune_timer = dataclasses.replace(timer, reps=peer.tune_reps, budget_s=min(timer.budget_s, 5.0))
     out = q.new_empty(q.shape)
-    for config in record.plan.candidates:
-        started = time.monotonic()
+    for config in configs:
+        report("start", config, None)
         try:
             out.fill_(float("nan"))
             peer.module.launch(q, k, v, out, config)  # loads (or compiles) the binary
             error = relative_l2(out, reference)  # synchronizes, so a launch failure surfaces here
         except Exception as e:  # noqa: BLE001 - e.g. OutOfResources: a config that cannot run
-            record.rejected[config] = first_line(e)
-            record.first_launch_s += time.monotonic() - started
+            if not context_alive():
+                report("faulted", config, first_line(e))
+                return
+            report("rejected", config, first_line(e))
             continue
-        record.first_launch_s += time.monotonic() - started
         if not error <= REL_L2_TOLERANCE:
-            record.inaccurate[config] = error
+            report("inaccurate", config, error)
             continue
-        started = time.monotonic()
-        samples = tune_timer.time(lambda config=config: peer.module.launch(q, k, v, out, config))
-        record.times_us[config] = statistics.median(samples)
-        record.timing_s += time.monotonic() - started
+        try:
+            samples = tune_timer.time(lambda config=config: peer.module.launch(q, k, v, out, config))
+        except Exception as e:  # noqa: BLE001 - a fault can surface at timing too
+            alive = context_alive()
+            report("rejected" if alive else "faulted", config, first_line(e))
+            if not alive:
+                return
+            continue
+        report("timed", config, statistics.median(samples))
+
+
+def _tune_child(conn, configs, q, k, v, reference, settings) -> None:
+    """Entry point of an autotuning child (spawned): the tensors arrive through CUDA IPC,
+    every report goes back over `conn`."""
+    import torch
+
+    import triton_flash_attention
+
+    busy_cycles, reps, budget_s, tune_reps = settings
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        timer = Timer(stream, torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda"), busy_cycles, reps,
+                      budget_s)
+        peer = TritonPeer(SEARCHES["full"], module=triton_flash_attention, tune_reps=tune_reps)
+        tune_configs(peer, configs, q, k, v, reference, timer, lambda *m: conn.send(m),
+                     lambda: _context_alive(torch))
+    conn.send(("done", None, None))
+    conn.close()
+
+
+def _apply_report(record: TuneRecord, kind: str, config, value) -> None:
+    if kind == "timed":
+        record.times_us[config] = value
+    elif kind == "rejected":
+        record.rejected[config] = value
+    elif kind == "inaccurate":
+        record.inaccurate[config] = value
+    elif kind == "faulted":
+        record.faulted[config] = value
+
+
+def _tune_in_children(peer: TritonPeer, record: TuneRecord, q, k, v, reference, timer: Timer) -> None:
+    """Runs tune_configs in spawned children until every candidate has a result; a child
+    that faults, dies or hangs is replaced, its current config recorded as faulted."""
+    import torch.multiprocessing as torch_mp
+
+    context = torch_mp.get_context("spawn")
+    settings = (timer.busy_cycles, timer.reps, timer.budget_s, peer.tune_reps)
+    remaining = list(record.plan.candidates)
+    while remaining and len(record.faulted) < MAX_CHILD_FAULTS:
+        parent, child = context.Pipe()
+        process = context.Process(target=_tune_child, args=(child, remaining, q, k, v, reference, settings))
+        process.start()
+        child.close()
+        current = None
+        while True:
+            if not parent.poll(CONFIG_DEADLINE_S):
+                process.kill()
+                why = f"no result within {CONFIG_DEADLINE_S:g} s (hung); its process was killed"
+                break
+            try:
+                kind, config, value = parent.recv()
+            except EOFError:
+                process.join()
+                why = f"its process died (exit code {process.exitcode})"
+                break
+            if kind == "done":
+                why = None
+                break
+            if kind == "start":
+                current = config
+                continue
+            _apply_report(record, kind, config, value)
+            remaining.remove(config)
+            current = None
+            if kind == "faulted":
+                why = None
+                break
+        process.join()
+        parent.close()
+        if current is not None:  # died or hung inside a config: that config is the cause
+            record.faulted[current] = why
+            remaining.remove(current)
+        elif why is not None and remaining:
+            record.faulted[remaining.pop(0)] = why  # died before starting one: never loop forever
+    for config in remaining:
+        record.rejected[config] = f"not tried: {MAX_CHILD_FAULTS} configs faulted before it"
+
+
+def autotune_triton(peer: TritonPeer, shape: Shape, q, k, v, reference, timer: Timer) -> TuneRecord:
+    """Times every candidate of the shape's plan on the attention kernel alone (K and V made
+    once), the same cold way as the benchmark with fewer calls, and drops configs that
+    Triton rejects, that fault or that miss the accuracy bound: the record's best is the
+    fastest accurate config.  With peer.isolate (the default) the candidates run in child
+    processes (see MAX_CHILD_FAULTS); otherwise here, stopping at the first fault."""
+    record = TuneRecord(plan_shape(shape.T, shape.D, peer.space, peer.shared_memory_limit))
+    started = time.monotonic()
+    if peer.isolate:
+        _tune_in_children(peer, record, q, k, v, reference, timer)
+    else:
+        import torch
+
+        tune_configs(peer, record.plan.candidates, q, k, v, reference, timer,
+                     lambda kind, config, value: _apply_report(record, kind, config, value),
+                     lambda: _context_alive(torch))
+        tried = set(record.times_us) | set(record.rejected) | set(record.inaccurate) | set(record.faulted)
+        for config in record.plan.candidates:
+            if config not in tried:
+                record.rejected[config] = "not tried: an earlier config faulted in this process"
+    record.tuning_s = time.monotonic() - started
     return record
 
 
@@ -908,7 +1033,7 @@ def triton_row(peer: TritonPeer, shape: Shape, inputs, reference, timer: Timer, 
         return out
 
     note = f"{best.text()}; autotuned over {len(record.plan.candidates)} configs in " \
-           f"{record.first_launch_s + record.timing_s:.1f} s (not timed)"
+           f"{record.tuning_s:.1f} s (not timed)"
     return measure(shape, TRITON, run_triton, reference, timer, warmup, poison=lambda: out.fill_(float("nan")),
                    note=note)
 

@@ -183,15 +183,16 @@ def compile_jobs(plans: Iterable[ShapePlan]) -> list[CompileJob]:
 @dataclasses.dataclass
 class TuneRecord:
     """What autotuning did at one shape: times per config (the attention kernel alone, µs,
-    cold as in the benchmark), the configs Triton rejected or that failed the accuracy
-    bound, and the wall time of first launches (load or compile) and of timing."""
+    cold as in the benchmark), the configs Triton rejected, that faulted (lost their CUDA
+    context: an illegal address, a trap, a hang) or that failed the accuracy bound, and the
+    wall time of it all (first launches load or compile, then timing)."""
 
     plan: ShapePlan
     times_us: dict[TritonConfig, float] = dataclasses.field(default_factory=dict)
     rejected: dict[TritonConfig, str] = dataclasses.field(default_factory=dict)
+    faulted: dict[TritonConfig, str] = dataclasses.field(default_factory=dict)
     inaccurate: dict[TritonConfig, float] = dataclasses.field(default_factory=dict)
-    first_launch_s: float = 0.0
-    timing_s: float = 0.0
+    tuning_s: float = 0.0
 
     @property
     def best(self) -> Optional[TritonConfig]:
@@ -203,9 +204,13 @@ class TuneRecord:
             reasons = sorted(set(self.rejected.values()))
             parts.append(f"{len(self.rejected)} rejected by Triton ({'; '.join(reasons[:2])}"
                          + (f"; {len(reasons) - 2} more reasons" if len(reasons) > 2 else "") + ")")
+        if self.faulted:
+            # Each one named: a faulting config is a finding about the kernel or the compiler.
+            parts.append(f"{len(self.faulted)} faulted ("
+                         + "; ".join(f"{config.text()}: {why}" for config, why in self.faulted.items()) + ")")
         if self.inaccurate:
             parts.append(f"{len(self.inaccurate)} over the rel-L2 bound")
-        parts.append(f"first launches {self.first_launch_s:.1f} s, timing {self.timing_s:.1f} s")
+        parts.append(f"{self.tuning_s:.1f} s")
         best = self.best
         parts.append(f"best {best.text()} ({self.times_us[best]:.1f} µs, kernel alone)" if best
                      else "no config ran")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,23 @@
 
 namespace mlatune {
 namespace {
+
+/// Adds the host time of its scope to a counter (first uses only: never on
+/// the hit path).
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(std::atomic<std::uint64_t>& sum) : sum_(sum), start_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() {
+    sum_ += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  std::atomic<std::uint64_t>& sum_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 /// A loaded cubin, shared by every shape whose choice names its key.
 struct KernelSlot {
@@ -105,6 +123,7 @@ struct Dispatcher::Impl {
   std::atomic<std::uint64_t> shapes{0}, binaries_loaded{0}, binaries_from_store{0}, compiles{0},
       binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0}, blocking_compiles{0},
       background_compiles{0}, background_failures{0}, stand_in_shapes{0}, switches{0};
+  std::atomic<std::uint64_t> choose_ns{0}, store_read_ns{0}, load_ns{0}, ready_ns{0}, miss_ns{0};
   mutable std::mutex error_mutex;     // for last_background_error (stats() must not wait on a compile)
   std::string last_background_error;
 
@@ -172,9 +191,15 @@ struct Dispatcher::Impl {
   }
 
   void prepare(const Shape& shape, Prepared& p) {
-    p.target = index->choose(shape);
+    {
+      PhaseTimer timed(choose_ns);
+      p.target = index->choose(shape);
+    }
     p.choice = p.target;
-    if (p.target.reason != ChoiceReason::hit) record_miss(shape);
+    if (p.target.reason != ChoiceReason::hit) {
+      PhaseTimer timed(miss_ns);
+      record_miss(shape);
+    }
     if (!p.target.ok()) {
       p.error = p.target.explanation;
       p.input_error = true;
@@ -245,6 +270,7 @@ struct Dispatcher::Impl {
                      Prepared& p) {
     const std::string where = fmt::format("{} at {}", choice.config_text, space->shape_string(shape));
     LoadedEntry* prologue = plan.steps.prologue ? &prologue_of(slot) : nullptr;
+    PhaseTimer timed(ready_ns);
     LaunchReadiness readiness = prepare_launch(plan.steps, slot.main, prologue, properties);
     if (!readiness.refusal.empty())
       p.error = fmt::format("{} on {}: {}", where, properties.name, readiness.refusal);
@@ -257,7 +283,10 @@ struct Dispatcher::Impl {
 
   /// The prologue entry of `slot`'s cubin, loaded on first use.
   LoadedEntry& prologue_of(KernelSlot& slot) {
-    if (!slot.prologue) slot.prologue.emplace(slot.cubin, space->prologue()->kernel.entry);
+    if (!slot.prologue) {
+      PhaseTimer timed(load_ns);
+      slot.prologue.emplace(slot.cubin, space->prologue()->kernel.entry);
+    }
     return *slot.prologue;
   }
 
@@ -265,7 +294,11 @@ struct Dispatcher::Impl {
   /// stored there; null when neither (it must be compiled).  Under slow_mutex.
   KernelSlot* ready_slot(const Choice& choice) {
     if (auto it = kernels.find(choice.binary); it != kernels.end()) return it->second.get();
-    std::optional<BinaryRecord> record = index->stored_binary(store, choice);
+    std::optional<BinaryRecord> record;
+    {
+      PhaseTimer timed(store_read_ns);
+      record = index->stored_binary(store, choice);
+    }
     if (!record) return nullptr;
     ++binaries_from_store;
     return &load(choice, std::string(record->cubin.begin(), record->cubin.end()));
@@ -305,6 +338,7 @@ struct Dispatcher::Impl {
   }
 
   KernelSlot& load(const Choice& choice, std::string cubin) {
+    PhaseTimer timed(load_ns);
     auto slot = std::make_unique<KernelSlot>(LoadedEntry(cubin, space->kernel().entry));
     if (space->prologue()) slot->cubin = std::move(cubin);
     ++binaries_loaded;
@@ -635,6 +669,11 @@ DispatcherStats Dispatcher::stats() const {
   s.background_failures = impl_->background_failures;
   s.stand_in_shapes = impl_->stand_in_shapes;
   s.switches = impl_->switches;
+  s.choose_ns = impl_->choose_ns;
+  s.store_read_ns = impl_->store_read_ns;
+  s.load_ns = impl_->load_ns;
+  s.ready_ns = impl_->ready_ns;
+  s.miss_ns = impl_->miss_ns;
   std::lock_guard lock(impl_->error_mutex);
   s.last_background_error = impl_->last_background_error;
   return s;

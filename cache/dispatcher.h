@@ -71,6 +71,11 @@ struct DispatcherStats {
   std::uint64_t binaries_stored = 0;
   std::uint64_t misses_recorded = 0;
   std::uint64_t misses_unrecorded = 0; // untuned shapes a read-only store could not count
+  /// Host time of first uses, by phase, summed over shapes (nanoseconds): the
+  /// choice (index lookup, repair), reading cubins from the store, loading
+  /// them into the context (main kernel and prologue), readying the launch
+  /// (attributes, shared-memory opt-in), and counting misses in the store.
+  std::uint64_t choose_ns = 0, store_read_ns = 0, load_ns = 0, ready_ns = 0, miss_ns = 0;
 };
 
 /// What describe() reports for one shape.

@@ -10,7 +10,9 @@
 //     compile, launch enqueue), the stream synchronized after it, untimed.
 //   - Counters per shape: host_ms, and the DispatcherStats deltas of that
 //     call: compiles (NVRTC runs), from_store (cubins read from the
-//     database), loaded (modules loaded into the context).
+//     database), loaded (modules loaded into the context), and the host ms
+//     of its phases (choose, store read, module load, launch readying, miss
+//     record); the summary gives each phase's median per group.
 //   - Shapes: `--inside=N` drawn from the warmed range and `--outside=N`
 //     from `--outside-range` (default for the fused MLA space: the benchmark
 //     distribution of docs/performance.md, B 1..8, T 1..4096, H 1..64, D
@@ -95,11 +97,24 @@ Flags take_flags(int& argc, char** argv) {
   return flags;
 }
 
+/// Where a first call's host time went (DispatcherStats' phases), in ms.
+struct Phases {
+  double choose = 0, store_read = 0, load = 0, ready = 0, miss = 0;
+};
+
 struct FirstCall {
   bool inside = false;
   double host_ms = 0;
   std::uint64_t compiles = 0;
+  Phases phases;
 };
+
+Phases phase_delta(const DispatcherStats& before, const DispatcherStats& after) {
+  auto ms = [](std::uint64_t from, std::uint64_t to) { return static_cast<double>(to - from) * 1e-6; };
+  return Phases{ms(before.choose_ns, after.choose_ns), ms(before.store_read_ns, after.store_read_ns),
+                ms(before.load_ns, after.load_ns), ms(before.ready_ns, after.ready_ns),
+                ms(before.miss_ns, after.miss_ns)};
+}
 
 struct Setup {
   std::string skip;
@@ -205,8 +220,14 @@ void first_call(benchmark::State& state, Setup* s, Shape shape, bool inside) {
     return;
   }
   call.compiles = after.compiles - before.compiles;
+  call.phases = phase_delta(before, after);
   s->calls.push_back(call);
   state.counters["host_ms"] = call.host_ms;
+  state.counters["choose_ms"] = call.phases.choose;
+  state.counters["store_ms"] = call.phases.store_read;
+  state.counters["load_ms"] = call.phases.load;
+  state.counters["ready_ms"] = call.phases.ready;
+  state.counters["miss_ms"] = call.phases.miss;
   state.counters["compiles"] = static_cast<double>(call.compiles);
   state.counters["from_store"] = static_cast<double>(after.binaries_from_store - before.binaries_from_store);
   state.counters["loaded"] = static_cast<double>(after.binaries_loaded - before.binaries_loaded);
@@ -269,22 +290,34 @@ void prepare(Setup& s, const Flags& flags) {
   }
 }
 
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 void print_summary(const Setup& s) {
   for (bool inside : {true, false}) {
-    std::vector<double> ms;
+    std::vector<double> ms, choose, store_read, load, ready, miss;
     std::uint64_t compiles = 0;
     for (const FirstCall& c : s.calls)
       if (c.inside == inside) {
         ms.push_back(c.host_ms);
         compiles += c.compiles;
+        choose.push_back(c.phases.choose);
+        store_read.push_back(c.phases.store_read);
+        load.push_back(c.phases.load);
+        ready.push_back(c.phases.ready);
+        miss.push_back(c.phases.miss);
       }
     if (ms.empty()) continue;
-    std::sort(ms.begin(), ms.end());
     auto slow = std::count_if(ms.begin(), ms.end(), [](double v) { return v > slow_first_call_ms; });
     fmt::print("first_call summary: {} {}: {} shapes, host ms median {:.3f} max {:.3f}, NVRTC compiles {}, "
                "over {} ms: {}\n",
                inside ? "inside the warmed range" : "outside the warmed range", s.range_text, ms.size(),
-               ms[ms.size() / 2], ms.back(), compiles, slow_first_call_ms, slow);
+               median_of(ms), *std::max_element(ms.begin(), ms.end()), compiles, slow_first_call_ms, slow);
+    fmt::print("  phase medians (ms): choose {:.3f}, store read {:.3f}, module load {:.3f}, launch readying {:.3f}, "
+               "miss record {:.3f}\n",
+               median_of(choose), median_of(store_read), median_of(load), median_of(ready), median_of(miss));
   }
 }
 

@@ -179,7 +179,7 @@ class AutotuneTest(unittest.TestCase):
             out.error = 1e-3 if config == inaccurate else 1e-7
 
         speed = {fastest: 3.0, slow: 9.0}
-        peer = bench.TritonPeer(tp.FULL_SEARCH, module=mock.Mock(launch=launch), tune_reps=5)
+        peer = bench.TritonPeer(tp.FULL_SEARCH, module=mock.Mock(launch=launch), tune_reps=5, isolate=False)
         timer = bench.Timer(stream=None, flush=None, busy_cycles=1, reps=50, budget_s=30.0)
         timed_reps = []
 
@@ -189,7 +189,9 @@ class AutotuneTest(unittest.TestCase):
             return [speed.get(launched[-1], 50.0)] * self.reps
 
         with mock.patch.object(bench.Timer, "time", time_calls), \
-                mock.patch.object(bench, "relative_l2", lambda out, reference: out.error):
+                mock.patch.object(bench, "relative_l2", lambda out, reference: out.error), \
+                mock.patch.object(bench, "_context_alive", lambda torch: True), \
+                mock.patch.dict(sys.modules, {"torch": mock.Mock()}):
             record = bench.autotune_triton(peer, shape, FakeTensor(), None, None, None, timer)
         self.assertEqual(record.best, fastest)
         self.assertEqual(set(record.rejected), {rejected})
@@ -197,6 +199,29 @@ class AutotuneTest(unittest.TestCase):
         self.assertEqual(record.inaccurate, {inaccurate: 1e-3})
         self.assertEqual(len(record.times_us), len(plan.candidates) - 2)
         self.assertEqual(set(timed_reps), {5})  # --triton-tune-reps, not the benchmark's reps
+
+    def test_a_fault_stops_the_process_and_names_the_config(self):
+        shape = bench.Shape("t", 1, 256, 1, 32, 16)
+        plan = tp.plan_shape(shape.T, shape.D, tp.FULL_SEARCH)
+        fine, faulting = plan.candidates[:2]
+        state = {"alive": True}
+
+        def launch(q, k, v, out, config):
+            if config == faulting or not state["alive"]:
+                state["alive"] = False
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            out.error = 1e-7
+
+        reports = []
+        peer = bench.TritonPeer(tp.FULL_SEARCH, module=mock.Mock(launch=launch), tune_reps=5, isolate=False)
+        timer = bench.Timer(stream=None, flush=None, busy_cycles=1, reps=5, budget_s=30.0)
+        with mock.patch.object(bench.Timer, "time", lambda self, fn: [4.0] * self.reps), \
+                mock.patch.object(bench, "relative_l2", lambda out, reference: out.error):
+            bench.tune_configs(peer, plan.candidates, FakeTensor(), None, None, None, timer,
+                               lambda *m: reports.append(m), lambda: state["alive"])
+        self.assertEqual(reports, [("start", fine, None), ("timed", fine, 4.0), ("start", faulting, None),
+                                   ("faulted", faulting, "RuntimeError: CUDA error: an illegal memory access was "
+                                                         "encountered")])
 
     def test_unavailable_triton_is_a_row_with_its_reason(self):
         peer = bench.TritonPeer(tp.FULL_SEARCH, unavailable="Triton unavailable: ModuleNotFoundError: x")

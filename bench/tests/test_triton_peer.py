@@ -119,15 +119,17 @@ class CompileJobsTest(unittest.TestCase):
 class TuneRecordTest(unittest.TestCase):
     def test_best_is_the_fastest_timed_config(self):
         plan = tp.plan_shape(256, 32, tp.FULL_SEARCH)
-        a, b, c, d = plan.candidates[:4]
+        a, b, c, d, e = plan.candidates[:5]
         record = tp.TuneRecord(plan, times_us={a: 30.0, b: 20.0}, rejected={c: "OutOfResources: shared memory"},
-                               inaccurate={d: 2e-3}, first_launch_s=1.25, timing_s=0.5)
+                               inaccurate={d: 2e-3}, faulted={e: "RuntimeError: CUDA error: an illegal memory access"},
+                               tuning_s=1.75)
         self.assertEqual(record.best, b)
         summary = record.summary()
         self.assertIn("2 timed", summary)
         self.assertIn("1 rejected by Triton (OutOfResources: shared memory)", summary)
         self.assertIn("1 over the rel-L2 bound", summary)
-        self.assertIn("first launches 1.2 s, timing 0.5 s", summary)
+        self.assertIn(f"1 faulted ({e.text()}: RuntimeError: CUDA error: an illegal memory access)", summary)
+        self.assertIn("; 1.8 s;", summary)
         self.assertIn(f"best {b.text()} (20.0 µs, kernel alone)", summary)
 
     def test_nothing_timed(self):

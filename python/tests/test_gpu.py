@@ -15,7 +15,10 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# The package of this tree, unless MLATUNE_TEST_INSTALLED is set: then the
+# one pip installed (a fresh clone's check, python/README.md).
+if not os.environ.get("MLATUNE_TEST_INSTALLED"):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 try:
     import torch
@@ -26,6 +29,7 @@ except ImportError as e:
 
 import mlatune  # noqa: E402
 from mlatune import _library  # noqa: E402
+print(f"# testing the mlatune package at {os.path.dirname(mlatune.__file__)}", file=sys.stderr)
 
 MLA_TOLERANCE = 1e-5    # search_spaces/fused_mla_attention.yaml: tolerance.relative_l2
 RMS_TOLERANCE = 1e-6    # search_spaces/rms_norm.yaml
