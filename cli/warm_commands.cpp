@@ -91,6 +91,7 @@ nlohmann::json report_json(const SearchSpace& space, const DeviceInfo& device, c
   return {{"kernel", space.kernel_name()},   {"arch", device.arch},
           {"device", device.name},           {"range", box.text(space)},
           {"configs", configs_json(space, r.plan)}, {"binaries", r.plan.binaries.size()},
+          {"tuned_shape_binaries", r.plan.tuned_shape_binaries},
           {"already_stored", r.already_stored}, {"compiled", r.compiled},
           {"failed", r.failed},              {"first_failure", r.first_failure},
           {"coverage", coverage_json(r.coverage)}, {"seconds", r.seconds}};
@@ -142,7 +143,8 @@ void print_report(const SearchSpace& space, const DeviceInfo& device, const Shap
   fmt::print("warmed {} for {}{} over {}\n", space.kernel_name(), device.arch,
              device.name.empty() ? "" : " (" + device.name + ")", box.text(space));
   print_configs(space, r.plan);
-  fmt::print("distinct binaries  {}\n", r.plan.binaries.size());
+  fmt::print("distinct binaries  {} ({} of them tuned entries' own, at their shapes)\n", r.plan.binaries.size(),
+             r.plan.tuned_shape_binaries);
   fmt::print("already stored     {}\n", r.already_stored);
   fmt::print("compiled           {}\n", r.compiled);
   fmt::print("failed             {}\n", r.failed);

@@ -228,6 +228,8 @@ void first_call(benchmark::State& state, Setup* s, Shape shape, bool inside) {
   state.counters["load_ms"] = call.phases.load;
   state.counters["ready_ms"] = call.phases.ready;
   state.counters["miss_ms"] = call.phases.miss;
+  state.counters["rest_ms"] = call.host_ms - (call.phases.choose + call.phases.store_read + call.phases.load +
+                                              call.phases.ready + call.phases.miss);
   state.counters["compiles"] = static_cast<double>(call.compiles);
   state.counters["from_store"] = static_cast<double>(after.binaries_from_store - before.binaries_from_store);
   state.counters["loaded"] = static_cast<double>(after.binaries_loaded - before.binaries_loaded);
@@ -297,7 +299,7 @@ double median_of(std::vector<double> values) {
 
 void print_summary(const Setup& s) {
   for (bool inside : {true, false}) {
-    std::vector<double> ms, choose, store_read, load, ready, miss;
+    std::vector<double> ms, choose, store_read, load, ready, miss, other;
     std::uint64_t compiles = 0;
     for (const FirstCall& c : s.calls)
       if (c.inside == inside) {
@@ -308,6 +310,8 @@ void print_summary(const Setup& s) {
         load.push_back(c.phases.load);
         ready.push_back(c.phases.ready);
         miss.push_back(c.phases.miss);
+        const Phases& f = c.phases;
+        other.push_back(c.host_ms - (f.choose + f.store_read + f.load + f.ready + f.miss));
       }
     if (ms.empty()) continue;
     auto slow = std::count_if(ms.begin(), ms.end(), [](double v) { return v > slow_first_call_ms; });
@@ -316,8 +320,9 @@ void print_summary(const Setup& s) {
                inside ? "inside the warmed range" : "outside the warmed range", s.range_text, ms.size(),
                median_of(ms), *std::max_element(ms.begin(), ms.end()), compiles, slow_first_call_ms, slow);
     fmt::print("  phase medians (ms): choose {:.3f}, store read {:.3f}, module load {:.3f}, launch readying {:.3f}, "
-               "miss record {:.3f}\n",
-               median_of(choose), median_of(store_read), median_of(load), median_of(ready), median_of(miss));
+               "miss record {:.3f}, the rest (launch, checks) {:.3f}\n",
+               median_of(choose), median_of(store_read), median_of(load), median_of(ready), median_of(miss),
+               median_of(other));
   }
 }
 

@@ -196,13 +196,26 @@ TEST_F(WarmTest, FortyTunedShapesPlanPerConfig) {
   }
   EXPECT_EQ(shapes, 12u + 12u + 12u + 3u + 3u);
   EXPECT_EQ(narrow.binaries.size(), shapes);
+  EXPECT_EQ(narrow.tuned_shape_binaries, 0u);  // every tuned entry's binary is among the planned ones
 
   WarmPlan wide = plan_warm(index, tuned, WarmOptions{parse_shape_box(*space_, "N=1..4096;M=1..1024"), 2, 64});
   for (const PlannedConfig& p : wide.configs) {
     EXPECT_FALSE(p.binaries.warmable) << p.origin;
     EXPECT_EQ(p.binaries.tuples, 1024u);
   }
-  EXPECT_TRUE(wide.binaries.empty());
+  // No config is warmable over the wide box, but each tuned entry's own
+  // binary is planned at its shape (a hit there loads it): one per distinct
+  // (config, M) of the entries, 4 configs x 3 values of M.
+  EXPECT_EQ(wide.tuned_shape_binaries, 12u);
+  ASSERT_EQ(wide.binaries.size(), 12u);
+  for (const WarmBinary& binary : wide.binaries) {
+    auto entry = std::find(tuned.entries.begin(), tuned.entries.end(), std::pair(binary.shape, binary.config));
+    EXPECT_NE(entry, tuned.entries.end()) << space_->shape_string(binary.shape);
+  }
+  // Entries outside the box are left out.
+  WarmPlan elsewhere = plan_warm(index, tuned, WarmOptions{parse_shape_box(*space_, "N=1..200;M=1..1024"), 2, 64});
+  EXPECT_EQ(elsewhere.tuned_shape_binaries, 0u);
+  EXPECT_TRUE(elsewhere.binaries.empty());
 }
 
 TEST_F(WarmTest, WarmStoresEveryCandidateBinaryAndIsIdempotent) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -33,6 +34,23 @@ std::vector<WarmBinary> plan_candidate(const DispatchIndex& index, const Planned
         compiler.key(compile_request(space, planned.binaries.config, shape, index.target().device.arch)),
         planned.binaries.config, shape});
   return binaries;
+}
+
+/// Adds each tuned entry's binary at its own shape, where that shape lies in
+/// `box`: the dispatcher's hit there loads exactly it, also when its config
+/// compiles a variable exactly and so has no plan over the box.  Returns how
+/// many were not planned already.
+std::size_t add_tuned_shape_binaries(const DispatchIndex& index, const TunedEntries& tuned, const ShapeBox& box,
+                                     std::map<BinaryKey, WarmBinary>& distinct) {
+  const SearchSpace& space = index.space();
+  const Compiler compiler;
+  std::size_t added = 0;
+  for (const auto& [shape, config] : tuned.entries) {
+    if (!box.contains(shape) || !space.check(config, shape)) continue;
+    BinaryKey key = compiler.key(compile_request(space, config, shape, index.target().device.arch));
+    if (distinct.try_emplace(key, WarmBinary{key, config, shape}).second) ++added;
+  }
+  return added;
 }
 
 }  // namespace
@@ -65,8 +83,11 @@ TunedEntries tuned_entries(Store& store, const SearchSpace& space, const Toolcha
         record.kernel.definition_hash != definition_hash || !(record.toolchain == toolchain))
       continue;
     try {
-      tuned.shapes.push_back(space.parse_shape(record.entry.shape));
-      configs.insert(space.parse_config(record.entry.config));
+      Shape shape = space.parse_shape(record.entry.shape);
+      Config config = space.parse_config(record.entry.config);
+      tuned.shapes.push_back(shape);
+      configs.insert(config);
+      tuned.entries.emplace_back(std::move(shape), std::move(config));
       if (std::find(tuned.devices.begin(), tuned.devices.end(), record.device) == tuned.devices.end())
         tuned.devices.push_back(record.device);
     } catch (const InputError&) {
@@ -98,6 +119,7 @@ WarmPlan plan_warm(const DispatchIndex& index, const TunedEntries& tuned, const 
   std::map<BinaryKey, WarmBinary> distinct;
   for (std::vector<WarmBinary>& part : binaries)
     for (WarmBinary& binary : part) distinct.try_emplace(binary.key, std::move(binary));
+  plan.tuned_shape_binaries = add_tuned_shape_binaries(index, tuned, options.box, distinct);
   for (auto& [key, binary] : distinct) plan.binaries.push_back(std::move(binary));
   return plan;
 }

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cache/dispatch_index.h"
@@ -37,6 +38,7 @@ namespace mlatune {
 struct TunedEntries {
   std::vector<Shape> shapes;
   std::vector<Config> configs;           // distinct
+  std::vector<std::pair<Shape, Config>> entries;  // each best entry: its shape and config
   std::vector<DeviceIdentity> devices;   // distinct, in the store's order
 };
 TunedEntries tuned_entries(Store& store, const SearchSpace& space, const ToolchainInfo& toolchain);
@@ -68,6 +70,10 @@ struct PlannedConfig {
 struct WarmPlan {
   std::vector<PlannedConfig> configs;  // every candidate, in candidate order
   std::vector<WarmBinary> binaries;    // distinct keys, ordered by key
+  /// Of those, binaries that only the tuned entries inside the box need at
+  /// their own shapes (a hit there loads exactly that binary), for configs
+  /// that cannot be warmed over the whole box (a variable compiled exactly).
+  std::size_t tuned_shape_binaries = 0;
   /// Representative shapes over all warmable configs.
   std::uint64_t shapes() const;
 };
