@@ -49,10 +49,10 @@ class PhaseTimer {
 struct KernelSlot {
   explicit KernelSlot(LoadedEntry loaded) : main(std::move(loaded)) {}
   LoadedEntry main;
-  /// The prologue entry of the same cubin, loaded on the first shape whose
-  /// prologue runs (a config may compile it out where it never runs).
+  /// The prologue entry of the same cubin (its library loaded once, with
+  /// main), looked up on the first shape whose prologue runs (a config may
+  /// compile it out where it never runs).
   std::optional<LoadedEntry> prologue;
-  std::string cubin;  // kept only when the space has a prologue, to load it from
 };
 
 /// Everything a launch at one shape needs, computed on its first launch and
@@ -285,7 +285,7 @@ struct Dispatcher::Impl {
   LoadedEntry& prologue_of(KernelSlot& slot) {
     if (!slot.prologue) {
       PhaseTimer timed(load_ns);
-      slot.prologue.emplace(slot.cubin, space->prologue()->kernel.entry);
+      slot.prologue.emplace(slot.main, space->prologue()->kernel.entry);
     }
     return *slot.prologue;
   }
@@ -340,7 +340,6 @@ struct Dispatcher::Impl {
   KernelSlot& load(const Choice& choice, std::string cubin) {
     PhaseTimer timed(load_ns);
     auto slot = std::make_unique<KernelSlot>(LoadedEntry(cubin, space->kernel().entry));
-    if (space->prologue()) slot->cubin = std::move(cubin);
     ++binaries_loaded;
     KernelSlot& result = *slot;
     kernels.emplace(choice.binary, std::move(slot));

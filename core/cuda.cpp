@@ -278,42 +278,49 @@ float Event::elapsed_ms_since(const Event& start) const {
 
 // ---- LoadedKernel -------------------------------------------------------------
 
-LoadedKernel::LoadedKernel(std::string_view image, const std::string& entry)
-    : image_(image), entry_(entry) {
+struct LoadedKernel::Library {
   // cudaLibraryLoadData reads a cubin's size from its ELF header; the owned
-  // copy is heap-aligned and outlives the library.
-  cudaLibrary_t library = nullptr;
-  MLATUNE_CUDA(cudaLibraryLoadData(&library, image_.data(), nullptr, nullptr, 0, nullptr,
-                                   nullptr, 0));
-  library_ = library;
-  cudaKernel_t kernel = nullptr;
-  int code = cudaLibraryGetKernel(&kernel, library, entry.c_str());
-  if (code != cudaSuccess) {
-    release();
-    throw CudaError(code, fmt::format("cudaLibraryGetKernel(\"{}\")", entry), __FILE__, __LINE__);
+  // copy is heap-aligned and outlives the library (lazy loading may read it
+  // later).
+  explicit Library(std::string_view image_view) : image(image_view) {
+    cudaLibrary_t loaded = nullptr;
+    MLATUNE_CUDA(cudaLibraryLoadData(&loaded, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    library = loaded;
   }
+  ~Library() { MLATUNE_CUDA_NOTHROW(cudaLibraryUnload(static_cast<cudaLibrary_t>(library))); }
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  std::string image;
+  void* library = nullptr;
+};
+
+LoadedKernel::LoadedKernel(std::string_view image, const std::string& entry)
+    : LoadedKernel(std::make_shared<const Library>(image), entry) {}
+
+LoadedKernel::LoadedKernel(std::shared_ptr<const Library> library, const std::string& entry)
+    : library_(std::move(library)), entry_(entry) {
+  cudaKernel_t kernel = nullptr;
+  int code = cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(library_->library), entry.c_str());
+  if (code != cudaSuccess)
+    throw CudaError(code, fmt::format("cudaLibraryGetKernel(\"{}\")", entry), __FILE__, __LINE__);
   kernel_ = kernel;
 }
 
-LoadedKernel::~LoadedKernel() { release(); }
-
-void LoadedKernel::release() noexcept {
-  if (library_) MLATUNE_CUDA_NOTHROW(cudaLibraryUnload(static_cast<cudaLibrary_t>(library_)));
-  library_ = nullptr;
-  kernel_ = nullptr;
+LoadedKernel LoadedKernel::sibling(const std::string& entry) const {
+  if (!library_) throw InternalError("LoadedKernel::sibling of a kernel that holds no image");
+  return LoadedKernel(library_, entry);
 }
 
+LoadedKernel::~LoadedKernel() = default;
+
 LoadedKernel::LoadedKernel(LoadedKernel&& other) noexcept
-    : image_(std::move(other.image_)),
-      library_(std::exchange(other.library_, nullptr)),
+    : library_(std::move(other.library_)),
       kernel_(std::exchange(other.kernel_, nullptr)),
       entry_(std::move(other.entry_)) {}
 
 LoadedKernel& LoadedKernel::operator=(LoadedKernel&& other) noexcept {
   if (this != &other) {
-    release();
-    image_ = std::move(other.image_);
-    library_ = std::exchange(other.library_, nullptr);
+    library_ = std::move(other.library_);
     kernel_ = std::exchange(other.kernel_, nullptr);
     entry_ = std::move(other.entry_);
   }

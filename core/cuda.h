@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -158,7 +159,8 @@ struct KernelAttributes {
 };
 
 /// One kernel of a cubin loaded with the runtime's library API
-/// (cudaLibraryLoadData + cudaLibraryGetKernel); unloaded on destruction.
+/// (cudaLibraryLoadData + cudaLibraryGetKernel).  Kernels of one image share
+/// its library (sibling()), which is unloaded with the last of them.
 class LoadedKernel {
  public:
   LoadedKernel() = default;
@@ -170,6 +172,11 @@ class LoadedKernel {
   LoadedKernel& operator=(LoadedKernel&& other) noexcept;
   LoadedKernel(const LoadedKernel&) = delete;
   LoadedKernel& operator=(const LoadedKernel&) = delete;
+
+  /// Another kernel of the same loaded image, without loading it again (a
+  /// load costs milliseconds on a first call); throws CudaError when the
+  /// image has no kernel `entry`.
+  LoadedKernel sibling(const std::string& entry) const;
 
   const std::string& entry() const { return entry_; }
   /// The cudaKernel_t, as an opaque pointer: for a caller that launches it
@@ -189,9 +196,9 @@ class LoadedKernel {
              void** arguments, void* stream) const;
 
  private:
-  void release() noexcept;
-  std::string image_;  // kept for the library's life (lazy loading may read it later)
-  void* library_ = nullptr;
+  struct Library;  // the image and its cudaLibrary_t, unloaded by the last kernel
+  LoadedKernel(std::shared_ptr<const Library> library, const std::string& entry);
+  std::shared_ptr<const Library> library_;
   void* kernel_ = nullptr;
   std::string entry_;
 };

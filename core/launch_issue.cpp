@@ -24,6 +24,9 @@ KernelLaunch kernel_launch(const LoadedKernel* kernel, const LaunchGeometry& g) 
 LoadedEntry::LoadedEntry(std::string_view image, const std::string& entry)
     : kernel(image, entry), attributes(kernel.attributes()) {}
 
+LoadedEntry::LoadedEntry(const LoadedEntry& loaded, const std::string& entry)
+    : kernel(loaded.kernel.sibling(entry)), attributes(kernel.attributes()) {}
+
 LaunchSequence launch_sequence(const LaunchSteps& steps, const LoadedKernel* main,
                                const LoadedKernel* prologue) {
   LaunchSequence sequence;

@@ -20,6 +20,8 @@ namespace mlatune {
 struct LoadedEntry {
   /// Throws CudaError when the image cannot be loaded or lacks `entry`.
   LoadedEntry(std::string_view image, const std::string& entry);
+  /// Another entry of `loaded`'s image, which is not loaded again.
+  LoadedEntry(const LoadedEntry& loaded, const std::string& entry);
   LoadedKernel kernel;
   KernelAttributes attributes;
   std::int64_t shared_allowed = 0;

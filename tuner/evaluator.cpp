@@ -53,10 +53,12 @@ struct CandidateKernels {
   /// Loads the candidate's entries; why one cannot be loaded, or empty.  A
   /// sticky error is thrown: the process cannot go on.
   std::string load(const Candidate& candidate) {
-    if (std::string why = load_one(main, candidate, candidate.entry, "cannot load the compiled kernel");
+    if (std::string why = load_one([&] { main.emplace(candidate.cubin, candidate.entry); },
+                                   "cannot load the compiled kernel");
         !why.empty() || !candidate.prologue)
       return why;
-    return load_one(prologue, candidate, candidate.prologue->entry,
+    // The prologue is another entry of the same cubin: its library is loaded once.
+    return load_one([&] { prologue.emplace(*main, candidate.prologue->entry); },
                     fmt::format("cannot load the prologue '{}'", candidate.prologue->entry));
   }
 
@@ -71,10 +73,10 @@ struct CandidateKernels {
   }
 
  private:
-  static std::string load_one(std::optional<LoadedEntry>& slot, const Candidate& candidate,
-                              const std::string& entry, std::string_view what) {
+  template <class Load>
+  static std::string load_one(Load&& load, std::string_view what) {
     try {
-      slot.emplace(candidate.cubin, entry);
+      load();
       return {};
     } catch (const CudaError& error) {
       if (error.sticky()) throw;

@@ -42,23 +42,24 @@ SupportKernels::SupportKernels(const DeviceProperties& device) {
   if (!build.ok)
     throw EnvironmentError(
         fmt::format("the support kernels do not compile for {}:\n{}", device.arch(), build.log));
+  // One library for all of them (each sibling only looks its entry up).
   fill_f32_ = LoadedKernel(build.cubin, "mlatune_fill_normal_f32");
-  fill_f64_ = LoadedKernel(build.cubin, "mlatune_fill_normal_f64");
-  fill_i32_ = LoadedKernel(build.cubin, "mlatune_fill_int32");
-  fill_i64_ = LoadedKernel(build.cubin, "mlatune_fill_int64");
-  poison_f32_ = LoadedKernel(build.cubin, "mlatune_poison_f32");
-  poison_f64_ = LoadedKernel(build.cubin, "mlatune_poison_f64");
-  flush_ = LoadedKernel(build.cubin, "mlatune_flush_l2");
-  compare_f32_ = LoadedKernel(build.cubin, "mlatune_compare_f32");
-  compare_f64_ = LoadedKernel(build.cubin, "mlatune_compare_f64");
-  reduce_ = LoadedKernel(build.cubin, "mlatune_reduce_partials");
-  empty_ = LoadedKernel(build.cubin, "mlatune_empty");
-  spin_ = LoadedKernel(build.cubin, "mlatune_spin");
-  fill_guard_ = LoadedKernel(build.cubin, "mlatune_fill_guard");
-  check_guard_ = LoadedKernel(build.cubin, "mlatune_check_guard");
-  diff_u32_ = LoadedKernel(build.cubin, "mlatune_diff_u32");
-  diff_u64_ = LoadedKernel(build.cubin, "mlatune_diff_u64");
-  widen_f32_ = LoadedKernel(build.cubin, "mlatune_widen_f32");
+  fill_f64_ = fill_f32_.sibling("mlatune_fill_normal_f64");
+  fill_i32_ = fill_f32_.sibling("mlatune_fill_int32");
+  fill_i64_ = fill_f32_.sibling("mlatune_fill_int64");
+  poison_f32_ = fill_f32_.sibling("mlatune_poison_f32");
+  poison_f64_ = fill_f32_.sibling("mlatune_poison_f64");
+  flush_ = fill_f32_.sibling("mlatune_flush_l2");
+  compare_f32_ = fill_f32_.sibling("mlatune_compare_f32");
+  compare_f64_ = fill_f32_.sibling("mlatune_compare_f64");
+  reduce_ = fill_f32_.sibling("mlatune_reduce_partials");
+  empty_ = fill_f32_.sibling("mlatune_empty");
+  spin_ = fill_f32_.sibling("mlatune_spin");
+  fill_guard_ = fill_f32_.sibling("mlatune_fill_guard");
+  check_guard_ = fill_f32_.sibling("mlatune_check_guard");
+  diff_u32_ = fill_f32_.sibling("mlatune_diff_u32");
+  diff_u64_ = fill_f32_.sibling("mlatune_diff_u64");
+  widen_f32_ = fill_f32_.sibling("mlatune_widen_f32");
   // Enough blocks to fill every multiprocessor several times over; the
   // element loops are grid-strided, so any count is correct.
   grid_limit_ = std::max(1, device.multiprocessors * 8);
