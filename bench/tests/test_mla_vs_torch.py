@@ -144,6 +144,7 @@ class OptionsTest(unittest.TestCase):
     def test_triton_options(self):
         args = bench.parse_arguments(["--triton-workers", "0", "--triton-tune-reps", "7", "--skip-triton"])
         self.assertEqual((args.triton_workers, args.triton_tune_reps, args.skip_triton), (0, 7, True))
+        self.assertFalse(bench.parse_arguments([]).skip_triton)  # Triton is measured unless left out
         self.assertGreaterEqual(bench.parse_arguments([]).triton_workers, 1)
         with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
             bench.parse_arguments(["--triton-workers", "-1"])
