@@ -240,10 +240,12 @@ std::optional<Config> SearchSpace::sample(const Shape& shape, std::mt19937_64& r
     }
     return true;
   };
-  // 256: a space whose valid configs are 2-3% of the raw product (the
-  // flagship with SHAPE_BUCKETS) still ends here almost always (0.974^256 is
-  // 0.1%); the exact path below costs a count per parameter value.
-  constexpr int attempts = 256;
+  // 4096: a space whose valid configs are 0.2-0.3% of the raw product (the
+  // flagship with SHAPE_BUCKETS and EXPAND_GEMM, or a replay's restriction of
+  // it) still ends here almost always (0.9976^4096 is 0.005%), after about
+  // 400 attempts of a few constraint checks each; the exact path below costs
+  // a subtree count per parameter value, tens of milliseconds a draw there.
+  constexpr int attempts = 4096;
   for (int i = 0; i < attempts; ++i)
     if (attempt()) return config;
 
