@@ -671,11 +671,14 @@ __device__ __forceinline__ void expanded(const float* __restrict__ q,
 // weights cost one memory latency together, and the next latent tile loads
 // while the current key tile is attended.
 
-__device__ __forceinline__ unsigned to_tf32(float x) {
-  unsigned r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
+// x rounded to TF32 (10 explicit mantissa bits), to nearest with ties away
+// from zero: what cvt.rna.tf32.f32 gives for every finite x and for inf, in
+// two integer operations (on sm_90 the cvt is four: it adds an inf/NaN test
+// and a select, and ncu found the splits' ALU work bounding the kernels).  A
+// NaN may come out as another NaN or, for NaNs whose top mantissa bits are
+// all set, as a zero; split_tf32's low part, x - hi, is then NaN, so a NaN
+// operand still makes the product NaN.
+__device__ __forceinline__ unsigned to_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 
 // x = hi + lo with both parts TF32; lo holds the 13 bits hi dropped.
 __device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
