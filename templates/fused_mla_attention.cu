@@ -64,7 +64,8 @@
     !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
-    !defined(SHAPE_BUCKETS) || !defined(SHAPE_BUCKETS_bucketed)
+    !defined(SHAPE_BUCKETS) || !defined(SHAPE_BUCKETS_bucketed) || !defined(EXPAND_GEMM) || \
+    !defined(EXPAND_GEMM_mma_sync) || !defined(EXPAND_GEMM_wgmma_m128) || !defined(EXPAND_GEMM_fma)
 #error "fused_mla_attention needs every parameter of its search space as -D"
 #endif
 
@@ -167,12 +168,37 @@ constexpr int kXK = 32;
 constexpr int kXAs = kXK + 4;
 constexpr int kXBs = kXCols + 8;
 constexpr int kXStageFloats = kXRows * kXAs + 2 * kXK * kXBs;
+// EXPAND_GEMM wgmma_m64 and wgmma_m128 (tf32x3_kvgemm and tf32x3_wgmma,
+// sm_90a): the same GEMM on wgmma instead (mla_wgmma_expand.cuh), in blocks
+// of kGRows latent rows (a warpgroup per 64) by kGCols virtual columns of K
+// and of V; two raw stages (latent rows of kGAs floats, then the weights
+// [k][K | V]) and two split stages (A and B^T, each hi then lo).
+constexpr bool kWgExpand =
+    kGemmPrologue && (EXPAND_GEMM == EXPAND_GEMM_wgmma_m64 || EXPAND_GEMM == EXPAND_GEMM_wgmma_m128);
+constexpr int kGRows = EXPAND_GEMM == EXPAND_GEMM_wgmma_m128 ? 128 : 64;
+constexpr int kGCols = kGRows / 2;
+constexpr int kGN = 2 * kGCols;
+constexpr int kGThreads = 2 * kGRows;
+constexpr int kGK = 32;
+constexpr int kGAs = kGK + 4;
+constexpr int kGRawFloats = kGRows * kGAs + kGK * kGN;
+constexpr int kGSplitFloats = 2 * (kGRows + kGN) * kGK;
+// EXPAND_GEMM fma (few latent rows): fp32 FMAs on the CUDA cores, blocks of
+// 256 threads over kFCols virtual columns of K or of V and kFRows latent rows
+// at a time (mla_fma_expand.cuh); the latent rows transposed and the
+// cross-warp partial sums in shared memory.
+constexpr bool kFmaExpand = kGemmPrologue && EXPAND_GEMM == EXPAND_GEMM_fma;
+constexpr int kFThreads = 256;
+constexpr int kFCols = 16;
+constexpr int kFRows = 8;
 // tf32x3_2k's prologue instead: the attention's block, the latent tile, one
 // K and V tile per head, and the staged weights.
-constexpr int kExpandThreads = kGemmPrologue ? kXThreads : kThreads;
+constexpr int kExpandThreads = kFmaExpand ? kFThreads : kWgExpand ? kGThreads : kGemmPrologue ? kXThreads : kThreads;
 constexpr unsigned kExpandSmemBytes =
-    kGemmPrologue ? 4u * 2 * kXStageFloats
-            : 4u * (kKeyTile * kLs + 2 * kHpb * kKeyTile * kKs + kWeightFloats);
+    kFmaExpand      ? 4u * (kRp * kFRows + (kFThreads / 32) * kFCols * kFRows)
+    : kWgExpand     ? 4u * 2 * (kGRawFloats + kGSplitFloats)
+    : kGemmPrologue ? 4u * 2 * kXStageFloats
+                    : 4u * (kKeyTile * kLs + 2 * kHpb * kKeyTile * kKs + kWeightFloats);
 
 // The problem's extents as the tf32x3 code uses them: compile-time constants
 // (exact), or the run-time arguments (bucketed), with D and R padded to the
@@ -1288,6 +1314,8 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 }  // namespace mla
 
 #include "mla_wgmma.cuh"
+#include "mla_wgmma_expand.cuh"
+#include "mla_fma_expand.cuh"
 
 // The prologue of tf32x3_2k, tf32x3_kvgemm and tf32x3_wgmma (launched first, on the same
 // stream, with the same arguments): K and V of every (b, h, s) into kv_ws,
@@ -1296,11 +1324,17 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 // shape of kv_ws, not the capacity).
 // Launch, tf32x3_2k: grid [ceil(T / KEY_TILE) * (H / HEADS_PER_BLOCK) * B],
 // the main kernel's block.  tf32x3_kvgemm and tf32x3_wgmma: grid [ceil(B * T / kXRows) * H *
-// ceil(dp / kXCols)] (dp: D padded to 8), block [kXThreads].  Dynamic shared
+// ceil(dp / kXCols)] (dp: D padded to 8), block [kXThreads]; with EXPAND_GEMM
+// wgmma_*, grid [ceil(B * T / kGRows) * ceil(H * dp / kGCols)], block
+// [kGThreads]; with EXPAND_GEMM fma, grid [2 * ceil(H * dp / kFCols)], block
+// [kFThreads].  Dynamic shared
 // memory mla::kExpandSmemBytes.  Another block or too little shared memory
 // traps; blocks past the grid's tiles return.  Other algorithms never
 // launch it.
-extern "C" __global__ void __launch_bounds__(mla::kExpandThreads, mla::kGemmPrologue ? 2 : 1)
+extern "C" __global__ void __launch_bounds__(mla::kExpandThreads,
+                                             mla::kFmaExpand ? 2
+                                             : mla::kWgExpand ? (mla::kGRows == 128 ? 1 : 2)
+                                             : mla::kGemmPrologue ? 2 : 1)
 fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_latent,
                     const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
                     float* __restrict__ out, float* __restrict__ kv_ws, int B, int T, float scale,
@@ -1320,6 +1354,21 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
     if (!dims_fit(dims)) __trap();
     if constexpr (!kGemmPrologue) {
       expand_key_tile(kv_latent, w_up_k, w_up_v, kv_ws, B, T, dims, smem);
+    } else if constexpr (kFmaExpand) {
+      fma_expand_block(kv_latent, w_up_k, w_up_v, kv_ws, B, T, dims, smem, threadIdx.x);
+    } else if constexpr (kWgExpand) {
+      // Block -> (row tile, column tile), row tiles fastest: the blocks that
+      // read one slice of the weights (usually the larger operand) run
+      // together, and the latent rows stay in L2.
+      const int rows = B * T;
+      const int row_tiles = (rows + kGRows - 1) / kGRows;
+      const int bid = static_cast<int>(blockIdx.x);
+      const WgxTile tile{(bid % row_tiles) * kGRows, (bid / row_tiles) * kGCols, rows,
+                         dims.r % 4 == 0 && (reinterpret_cast<unsigned long long>(kv_latent) & 15) == 0,
+                         dims.d % 4 == 0 && (reinterpret_cast<unsigned long long>(w_up_k) & 15) == 0 &&
+                             (reinterpret_cast<unsigned long long>(w_up_v) & 15) == 0};
+      if (tile.n0 >= dims.h * dims.dp) return;  // whole block
+      wgx_tile(kv_latent, w_up_k, w_up_v, kv_ws, tile, T, dims, smem, threadIdx.x);
     } else {
       // Block -> (row tile, head, column tile), column tiles fastest: the
       // blocks that read one latent tile run together.

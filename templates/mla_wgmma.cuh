@@ -110,17 +110,25 @@ __device__ __forceinline__ void wg_pin(float* d) {
 #define MLA_WG_R8(d, i) MLA_WG_R4(d, i), MLA_WG_R4(d, i + 4)
 #define MLA_WG_R16(d, i) MLA_WG_R8(d, i), MLA_WG_R8(d, i + 8)
 #define MLA_WG_R32(d, i) MLA_WG_R16(d, i), MLA_WG_R16(d, i + 16)
+#define MLA_WG_R64(d, i) MLA_WG_R32(d, i), MLA_WG_R32(d, i + 32)
 #define MLA_WG_V4 "{%0, %1, %2, %3}"
 #define MLA_WG_V8 "{%0, %1, %2, %3, %4, %5, %6, %7}"
 #define MLA_WG_V16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define MLA_WG_V32                                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
   "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define MLA_WG_V64                                                                               \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "   \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "   \
+  "%56, %57, %58, %59, %60, %61, %62, %63}"
 
 // d (64 x kN accumulators) += A (64 x 8, shared memory) . B (8 x kN,
 // K-major in shared memory).  sm_90a only.
+// accumulate 0: d = A . B (d's old value is ignored: scale-d 0).
 template <int kN>
-__device__ __forceinline__ void wg_mma_ss(float* d, unsigned long long a, unsigned long long b);
+__device__ __forceinline__ void wg_mma_ss(float* d, unsigned long long a, unsigned long long b,
+                                          int accumulate = 1);
 // d += A (64 x 8, registers: a0..a3 as above) . B (K-major in shared memory).
 template <int kN>
 __device__ __forceinline__ void wg_mma_rs(float* d, const unsigned (&a)[4], unsigned long long b);
@@ -128,16 +136,17 @@ __device__ __forceinline__ void wg_mma_rs(float* d, const unsigned (&a)[4], unsi
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // V: the accumulator list; R: its operands; A, B, P: the operand numbers of
 // the A descriptor (or first A register), the B descriptor and scale-d
-// (always 1: accumulate; callers zero d themselves).
+// (wg_mma_ss: its accumulate argument; wg_mma_rs: always 1, callers zero d
+// themselves).
 #define MLA_WG_SS(N, V, R, A, B, P)                                                         \
   template <>                                                                               \
   __device__ __forceinline__ void wg_mma_ss<N>(float* d, unsigned long long a,              \
-                                               unsigned long long b) {                      \
+                                               unsigned long long b, int accumulate) {      \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                           \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " V ", %" #A      \
                  ", %" #B ", p, 1, 1;\n}"                                                   \
                  : R(d, 0)                                                                  \
-                 : "l"(a), "l"(b), "r"(1)                                                   \
+                 : "l"(a), "l"(b), "r"(accumulate)                                          \
                  : "memory");                                                               \
   }
 #define MLA_WG_RS(N, V, R, A0, A1, A2, A3, B, P)                                            \
@@ -154,7 +163,8 @@ __device__ __forceinline__ void wg_mma_rs(float* d, const unsigned (&a)[4], unsi
 #else
 #define MLA_WG_SS(N, V, R, A, B, P)                                                         \
   template <>                                                                               \
-  __device__ __forceinline__ void wg_mma_ss<N>(float*, unsigned long long, unsigned long long) { \
+  __device__ __forceinline__ void wg_mma_ss<N>(float*, unsigned long long, unsigned long long, \
+                                               int) {                                       \
     __trap();                                                                               \
   }
 #define MLA_WG_RS(N, V, R, A0, A1, A2, A3, B, P)                                            \
@@ -168,6 +178,7 @@ MLA_WG_SS(8, MLA_WG_V4, MLA_WG_R4, 4, 5, 6)
 MLA_WG_SS(16, MLA_WG_V8, MLA_WG_R8, 8, 9, 10)
 MLA_WG_SS(32, MLA_WG_V16, MLA_WG_R16, 16, 17, 18)
 MLA_WG_SS(64, MLA_WG_V32, MLA_WG_R32, 32, 33, 34)
+MLA_WG_SS(128, MLA_WG_V64, MLA_WG_R64, 64, 65, 66)
 MLA_WG_RS(8, MLA_WG_V4, MLA_WG_R4, 4, 5, 6, 7, 8, 9)
 MLA_WG_RS(16, MLA_WG_V8, MLA_WG_R8, 8, 9, 10, 11, 12, 13)
 MLA_WG_RS(32, MLA_WG_V16, MLA_WG_R16, 16, 17, 18, 19, 20, 21)

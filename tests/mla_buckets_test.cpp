@@ -37,8 +37,8 @@ BinaryKey key_at(const SearchSpace& space, const Compiler& compiler, const std::
 TEST(MlaBuckets, ShapesOfOneBucketShareABinaryKey) {
   const SearchSpace space = SearchSpace::load(space_file);
   const Compiler compiler;
-  const std::string bucketed = std::string(tf32x3_config) + "bucketed";
-  const std::string exact = std::string(tf32x3_config) + "exact";
+  const std::string bucketed = std::string(tf32x3_config) + "bucketed,EXPAND_GEMM=mma_sync";
+  const std::string exact = std::string(tf32x3_config) + "exact,EXPAND_GEMM=mma_sync";
   // D 57 and 63 -> 64, R 203 and 250 -> 256; H, B and T are run-time values.
   const BinaryKey a = key_at(space, compiler, bucketed, "B=2,T=100,H=3,D=57,R=203");
   EXPECT_EQ(a, key_at(space, compiler, bucketed, "B=1,T=777,H=5,D=63,R=250"));
@@ -90,7 +90,7 @@ TEST(MlaBuckets, BucketedConfigsCompileForSm90AtOddShapes) {
 TEST(MlaBuckets, ProposedFallbacksRunOverTheWholeRange) {
   const SearchSpace space = SearchSpace::load(space_file);
   const std::string common = "THREADS_PER_QUERY=2,HEADS_PER_BLOCK=1,STAGE_LATENT=true,FLOAT4=false,UNROLL=1,"
-                             "STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,ALGORITHM=tf32x3_kvgemm,";
+                             "STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,EXPAND_GEMM=mma_sync,ALGORITHM=tf32x3_kvgemm,";
   struct Fallback {
     std::string config;
     std::int64_t min_t;  // runs for T >= min_t

@@ -1,8 +1,9 @@
 // tf32x3_wgmma compiles everywhere the space says it is valid, for sm_90a
 // (the only target with wgmma), with no spills, and its PTX holds wgmma:
 // every valid config at S0-S4, three odd shapes and the largest D bucket,
-// with FLOAT4 and STAGE_WEIGHTS off (they change only the prologue, which
-// MlaTemplates compiles for every config).  No GPU needed.
+// with FLOAT4 and STAGE_WEIGHTS off and the mma.sync expansion (they change
+// only the prologue, which MlaTemplates compiles for every config at S0 and
+// S4 and MlaExpandTemplates at odd shapes).  No GPU needed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -26,7 +27,8 @@ namespace {
 const std::filesystem::path& space_file = flagship_space_file;
 
 SearchSpace wgmma_space() {
-  return SearchSpace::load(space_file).restrict({"ALGORITHM == tf32x3_wgmma", "!FLOAT4", "!STAGE_WEIGHTS"});
+  return SearchSpace::load(space_file)
+      .restrict({"ALGORITHM == tf32x3_wgmma", "!FLOAT4", "!STAGE_WEIGHTS", "EXPAND_GEMM == mma_sync"});
 }
 
 // The PTX of one request (NVRTC straight, as the Compiler would compile it).

@@ -86,13 +86,14 @@ TEST_F(ReportCliTest, PageOfAReplayedSweep) {
 
   json summary = check(page);
   ASSERT_TRUE(summary.is_object());
-  // Ten parameters, the spread and the progress: twelve plots for the one shape.
-  EXPECT_EQ(summary["tags"]["svg"], 12);
+  // Eleven parameters, the spread and the progress: thirteen plots for the one shape.
+  EXPECT_EQ(summary["tags"]["svg"], 13);
   EXPECT_EQ(summary["tags"]["table"], 3);  // best configs, runs, the spread's rows
   EXPECT_EQ(summary["h3"], json::array({s0}));
   const std::vector<std::string> titles = summary["svg_titles"];
   for (const char* parameter : {"ALGORITHM", "THREADS_PER_QUERY", "QUERIES_PER_BLOCK", "HEADS_PER_BLOCK",
-                                "STAGE_LATENT", "KEY_TILE", "FLOAT4", "UNROLL", "STAGE_WEIGHTS"})
+                                "STAGE_LATENT", "KEY_TILE", "FLOAT4", "UNROLL", "STAGE_WEIGHTS", "SHAPE_BUCKETS",
+                                "EXPAND_GEMM"})
     EXPECT_NE(std::find(titles.begin(), titles.end(), parameter), titles.end()) << parameter;
   EXPECT_NE(std::find(titles.begin(), titles.end(), std::string(s0) + ": fastest measurements"), titles.end());
   EXPECT_NE(std::find(titles.begin(), titles.end(), std::string(s0) + ": best so far"), titles.end());

@@ -1,0 +1,161 @@
+// The expansion GEMMs of tf32x3_kvgemm and tf32x3_wgmma (EXPAND_GEMM
+// wgmma_m64, wgmma_m128 and fma) compile where the space says they are
+// valid, for sm_90a where they use wgmma, with no spills in either kernel and no serialized
+// wgmma, and each one's prologue is what it claims: wgmma of the tile's
+// width for wgmma_*, no tensor-core instruction at all for fma.  Per shape
+// (S0-S4, odd D and R, the scalar-copy paths, decode, the largest buckets)
+// and per EXPAND_GEMM, SHAPE_BUCKETS and attention algorithm, the first valid
+// config in enumeration order.  No GPU needed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <map>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include "core/compiler.h"
+#include "core/resource_usage.h"
+#include "core/space.h"
+#include "tests/named_shape.h"
+#include "tuner/compile_pool.h"
+
+namespace mlatune {
+namespace {
+
+// The PTX of one request (NVRTC straight, as the Compiler would compile it).
+std::string ptx_of(const CompileRequest& request) {
+  nvrtcProgram program = nullptr;
+  EXPECT_EQ(nvrtcCreateProgram(&program, request.source.c_str(), request.source_name.c_str(), 0, nullptr, nullptr),
+            NVRTC_SUCCESS);
+  std::vector<std::string> options = Compiler().options(request);
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  std::string ptx;
+  EXPECT_EQ(nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data()), NVRTC_SUCCESS);
+  std::size_t size = 0;
+  EXPECT_EQ(nvrtcGetPTXSize(program, &size), NVRTC_SUCCESS);
+  ptx.resize(size);
+  EXPECT_EQ(nvrtcGetPTX(program, ptx.data()), NVRTC_SUCCESS);
+  EXPECT_EQ(nvrtcDestroyProgram(&program), NVRTC_SUCCESS);
+  return ptx;
+}
+
+// The body of entry `name` in a PTX module: from its .entry to the next one.
+std::string entry_body(const std::string& ptx, const std::string& name) {
+  const std::size_t at = ptx.find(".entry " + name + "(");
+  if (at == std::string::npos) return {};
+  const std::size_t next = ptx.find(".entry ", at + 1);
+  return ptx.substr(at, next == std::string::npos ? std::string::npos : next - at);
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::size_t parameter_index(const SearchSpace& space, const std::string& name) {
+  const std::vector<Parameter>& parameters = space.parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    if (parameters[i].name == name) return i;
+  ADD_FAILURE() << "the flagship space has no parameter " << name;
+  return 0;
+}
+
+std::int64_t shape_value(const SearchSpace& space, const Shape& shape, const std::string& name) {
+  const std::vector<std::string>& names = space.shape_variables();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return shape.values[i];
+  ADD_FAILURE() << "the flagship space has no shape variable " << name;
+  return 0;
+}
+
+class MlaExpandTemplates : public ::testing::TestWithParam<NamedShape> {};
+
+TEST_P(MlaExpandTemplates, EveryExpansionCompilesWithoutSpillsAndIsWhatItClaims) {
+  const SearchSpace space = SearchSpace::load(flagship_space_file);
+  const Shape shape = space.parse_shape(GetParam().text);
+  const std::size_t expand = parameter_index(space, "EXPAND_GEMM");
+  const std::size_t buckets = parameter_index(space, "SHAPE_BUCKETS");
+  const std::size_t algorithm = parameter_index(space, "ALGORITHM");
+  const std::vector<std::string>& expand_names = space.parameters()[expand].text;
+  // First valid config per (EXPAND_GEMM, SHAPE_BUCKETS, ALGORITHM), the
+  // prologue GEMMs other than mma_sync only.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, Config> chosen;
+  space.for_each_valid(shape, [&](const Config& config) {
+    if (expand_names[config.choice[expand]] != "mma_sync")
+      chosen.try_emplace({config.choice[expand], config.choice[buckets], config.choice[algorithm]}, config);
+    return true;
+  });
+  Compiler compiler;
+  CompilePool pool(compiler);
+  struct Job {
+    std::string config, expand;
+    CompileRequest request;
+    std::shared_future<CompileResult> result;
+  };
+  std::vector<Job> jobs;
+  for (const auto& [key, config] : chosen) {
+    CompileRequest request = compile_request(space, config, shape, "sm_90");
+    // wgmma (in the prologue or the attention) needs sm_90a; fma under the
+    // mma.sync attention runs on any sm_90 and later GPU.
+    const bool needs_wgmma = expand_names[std::get<0>(key)] != "fma" ||
+                             space.parameters()[algorithm].text[std::get<2>(key)] == "tf32x3_wgmma";
+    EXPECT_EQ(request.arch, needs_wgmma ? "sm_90a" : "sm_90") << space.config_string(config);
+    jobs.push_back(Job{space.config_string(config), expand_names[std::get<0>(key)], request, {}});
+    jobs.back().result = pool.submit(jobs.back().request);
+  }
+  std::map<std::string, int> per_expansion;
+  for (Job& job : jobs) {
+    const CompileResult& result = job.result.get();
+    ASSERT_TRUE(result.ok()) << job.config << ": " << result.failure().message;
+    ++per_expansion[job.expand];
+    // Both kernels: the attention (the binary's entry) and the prologue.
+    const std::map<std::string, ResourceUsage> report = parse_ptxas_report(result.log());
+    ASSERT_TRUE(report.count("fused_mla_expand_kv")) << job.config << ": no ptxas report of the prologue\n"
+                                                      << result.log();
+    for (const auto& [function, usage] : report) {
+      fmt::print("  {} {}: {} registers, stack {} B, spills {} / {} B\n", job.config, function, usage.registers,
+                 usage.stack_frame_bytes, usage.spill_store_bytes, usage.spill_load_bytes);
+      EXPECT_FALSE(usage.spills()) << job.config << ": " << function << " spills";
+    }
+    EXPECT_EQ(result.log().find("C7520"), std::string::npos) << job.config << ": wgmma serialized";
+    const std::string prologue = entry_body(ptx_of(job.request), "fused_mla_expand_kv");
+    ASSERT_FALSE(prologue.empty()) << job.config;
+    if (job.expand == "fma") {
+      EXPECT_EQ(count_of(prologue, "mma"), 0u) << job.config << ": fma's prologue uses the tensor cores";
+      EXPECT_GE(count_of(prologue, "fma.rn.f32"), 64u) << job.config;
+    } else {
+      // K and V side by side: m64n64 (wgmma_m64) or m64n128 (wgmma_m128),
+      // three products for each of the 4 k steps of a stage.
+      const std::string shape_of = job.expand == "wgmma_m128" ? "m64n128k8" : "m64n64k8";
+      EXPECT_GE(count_of(prologue, "wgmma.mma_async.sync.aligned." + shape_of), 12u) << job.config;
+      EXPECT_EQ(count_of(prologue, "mma.sync"), 0u) << job.config;
+    }
+  }
+  fmt::print("{} {}: fma {}, wgmma_m64 {}, wgmma_m128 {} configs compiled\n", GetParam().name, GetParam().text,
+             per_expansion["fma"], per_expansion["wgmma_m64"], per_expansion["wgmma_m128"]);
+  // The tensor-core tiles are valid at every shape; fma where B*T <= 64.
+  EXPECT_GE(per_expansion["wgmma_m64"], 2);
+  EXPECT_GE(per_expansion["wgmma_m128"], 2);
+  const std::int64_t rows = shape_value(space, shape, "B") * shape_value(space, shape, "T");
+  if (rows <= 64)
+    EXPECT_GE(per_expansion["fma"], 2);
+  else
+    EXPECT_EQ(per_expansion["fma"], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MlaExpandTemplates,
+                         ::testing::ValuesIn(target_shapes_and({{"OddDR", "B=3,T=50,H=7,D=61,R=101"},
+                                                                {"OddR", "B=4,T=300,H=16,D=64,R=131"},
+                                                                {"Decode", "B=8,T=1,H=33,D=82,R=547"},
+                                                                {"LargestBuckets", "B=1,T=40,H=2,D=256,R=1024"}})),
+                         shape_name);
+
+}  // namespace
+}  // namespace mlatune
