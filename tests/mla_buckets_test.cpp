@@ -85,20 +85,30 @@ TEST(MlaBuckets, BucketedConfigsCompileForSm90AtOddShapes) {
 // T 1-4096, H 1-64, D 8-256, R 16-1024), proposed as the space's fallbacks,
 // tried in order: a 64-query tile where T > 32, and one that runs
 // everywhere (16-query and 16-key tiles, one head per block, no 16-byte
-// loads, no staged weights), both tf32x3_kvgemm.  Checked at the corners of
+// loads, no staged weights), both tf32x3_kvgemm, each with its expansion on
+// wgmma (sm_90a) and on mma.sync (elsewhere).  Checked at the corners of
 // the range and the edges of each fallback's T.
 TEST(MlaBuckets, ProposedFallbacksRunOverTheWholeRange) {
   const SearchSpace space = SearchSpace::load(space_file);
   const std::string common = "THREADS_PER_QUERY=2,HEADS_PER_BLOCK=1,STAGE_LATENT=true,FLOAT4=false,UNROLL=1,"
-                             "STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,EXPAND_GEMM=mma_sync,ALGORITHM=tf32x3_kvgemm,";
+                             "STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,ALGORITHM=tf32x3_kvgemm,";
   struct Fallback {
     std::string config;
     std::int64_t min_t;  // runs for T >= min_t
   };
+  // The wgmma expansions first (sm_90a, where they are valid), the mma.sync
+  // ones for every other GPU; the space lists them in this order.
   const Fallback fallbacks[] = {
-      {common + "QUERIES_PER_BLOCK=64,KEY_TILE=32", 33},
-      {common + "QUERIES_PER_BLOCK=16,KEY_TILE=16", 1},
+      {common + "QUERIES_PER_BLOCK=64,KEY_TILE=32,EXPAND_GEMM=wgmma_m128", 33},
+      {common + "QUERIES_PER_BLOCK=16,KEY_TILE=16,EXPAND_GEMM=wgmma_m64", 1},
+      {common + "QUERIES_PER_BLOCK=64,KEY_TILE=32,EXPAND_GEMM=mma_sync", 33},
+      {common + "QUERIES_PER_BLOCK=16,KEY_TILE=16,EXPAND_GEMM=mma_sync", 1},
   };
+  std::vector<std::string> listed;
+  for (const Config& c : space.fallbacks()) listed.push_back(space.config_string(c));
+  std::vector<std::string> proposed;
+  for (const Fallback& f : fallbacks) proposed.push_back(space.config_string(space.parse_config(f.config)));
+  EXPECT_EQ(listed, proposed);
   int checked = 0;
   for (const Fallback& f : fallbacks) {
     const Config config = space.parse_config(f.config);
@@ -113,7 +123,7 @@ TEST(MlaBuckets, ProposedFallbacksRunOverTheWholeRange) {
               ++checked;
             }
   }
-  EXPECT_EQ(checked, 2 * 2 * 10 * 3 * 5 * 5);
+  EXPECT_EQ(checked, 4 * 2 * 10 * 3 * 5 * 5);
 }
 
 }  // namespace
