@@ -67,7 +67,7 @@ TEST_F(TuneCli, EveryOptionIsCheckedWhetherTheRunUsesItOrNot) {
       {{"--seed", "12x"}, "--seed: '12x' is not a whole number"},
       {{"--max-evals", "0"}, "--max-evals: '0' is not a whole number of at least 1"},
       {{"--max-evals", "-3"}, "--max-evals: '-3' is not a whole number"},
-      {{"--strategy", "bogus"}, "--strategy: unknown strategy 'bogus' (valid: brute_force"},
+      {{"--strategy", "bogus"}, "--strategy: unknown strategy 'bogus' (valid: auto, brute_force"},
       {{"--budget-ms", "nan"}, "--budget-ms: 'nan' is not a finite number above 0"},
       {{"--budget-ms", "inf"}, "--budget-ms: 'inf' is not a finite number above 0"},
       {{"--cutoff", "inf"}, "--cutoff: must be 0 (no early cut) or a finite number above 1"},
