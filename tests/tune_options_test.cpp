@@ -68,6 +68,8 @@ TEST_F(TuneCli, EveryOptionIsCheckedWhetherTheRunUsesItOrNot) {
       {{"--max-evals", "0"}, "--max-evals: '0' is not a whole number of at least 1"},
       {{"--max-evals", "-3"}, "--max-evals: '-3' is not a whole number"},
       {{"--strategy", "bogus"}, "--strategy: unknown strategy 'bogus' (valid: auto, brute_force"},
+      {{"--time-budget", "10x"}, "--time-budget '10x': column 3: unknown unit 'x'"},
+      {{"--time-budget", "90"}, "--time-budget '90': column 3: a unit must follow 90"},
       {{"--budget-ms", "nan"}, "--budget-ms: 'nan' is not a finite number above 0"},
       {{"--budget-ms", "inf"}, "--budget-ms: 'inf' is not a finite number above 0"},
       {{"--cutoff", "inf"}, "--cutoff: must be 0 (no early cut) or a finite number above 1"},
