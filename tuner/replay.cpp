@@ -304,12 +304,14 @@ ReplayTrace replay(Strategy& strategy, const ReplayData& data, const Shape& shap
         exhausted = true;
         break;
       }
-      if (unrecorded == Unrecorded::skip && !data.contains(shape, *config)) continue;
       in_flight.push_back(std::move(*config));
     }
     if (in_flight.empty()) break;
     const Config config = std::move(in_flight.front());
     in_flight.pop_front();
+    // Skipped as it comes up, not as it is proposed: it held its place
+    // among the proposals in flight, as it would in a sweep of the space.
+    if (unrecorded == Unrecorded::skip && !data.contains(shape, config)) continue;
     auto time = data.time(shape, config);
     strategy.observe(config, time);
     if (time) best = std::min(best, *time);

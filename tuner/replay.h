@@ -85,7 +85,8 @@ class ReplayData {
 enum class Unrecorded {
   error,  // InputError: the data must be exhaustive at the shape
   skip,   // not evaluated, not counted, not told to the strategy: a search
-          // over the recorded configs only (a fixture recording a sample)
+          // over the recorded configs only (a fixture recording a sample);
+          // with a lookahead it still takes a place among those in flight
 };
 
 /// What one strategy did against replayed data: the best time after each
