@@ -168,11 +168,17 @@ std::optional<SearchSpace> restricted_space(const SearchSpace& space, const Tune
     throw InputError("--where " + error.message());
   }
   // Checked when the data was read; those the space (or --where) already
-  // states are left out, since a space refuses a constraint twice.
+  // states are left out, since a space refuses a constraint twice (spaces
+  // aside, as SearchSpace::restrict compares them).
+  auto compact = [](std::string text) {
+    text.erase(std::remove_if(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); }), text.end());
+    return text;
+  };
   std::vector<std::string> more;
   for (const std::string& where : recorded) {
     const auto& present = restricted->constraints();
-    if (std::none_of(present.begin(), present.end(), [&](const Expression& e) { return e.text() == where; }))
+    if (std::none_of(present.begin(), present.end(),
+                     [&](const Expression& e) { return compact(e.text()) == compact(where); }))
       more.push_back(where);
   }
   return more.empty() ? std::move(restricted) : restricted->restrict(more);

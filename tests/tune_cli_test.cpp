@@ -252,9 +252,11 @@ TEST_F(TuneCliTest, DefaultStrategySearchesAndWarmStartsAcrossShapes) {
   EXPECT_TRUE(has_line(r.out, "  search: bayes (chosen by auto)")) << r.out;
   EXPECT_TRUE(has(r.out, "  search: bayes (chosen by auto), first 1 configs tuned at other shapes")) << r.out;
 
-  // --no-warm-start: no hint.
+  // --no-warm-start: no hint.  The file's restriction given again with
+  // --where, spelled otherwise, is the same constraint: no error.
   Result cold = tune({flagship.string(), "--replay", recorded.string(), "--shape", "B=4,T=256,H=8,D=32,R=64",
-                      "--max-evals", "5", "--seed", "3", "--no-warm-start", "--json"});
+                      "--max-evals", "5", "--seed", "3", "--no-warm-start", "--json", "--where",
+                      "SHAPE_BUCKETS==exact&&ALGORITHM<=tf32x3_2k"});
   ASSERT_EQ(cold.code, 0) << cold.err;
   json out = json::parse(cold.out, nullptr, false);
   ASSERT_TRUE(out.is_object()) << cold.out;
