@@ -16,10 +16,12 @@
 #include "cli/option_checks.h"
 #include "cli/tune_settings.h"
 #include "core/compiler.h"
+#include "core/error.h"
 #include "tuner/shard.h"
 #include "tuner/strategies/registry.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep.h"
+#include "tuner/time_budget.h"
 #include "tuner/timing.h"
 
 namespace mlatune::cli {
@@ -39,6 +41,8 @@ struct TuneOptions {
   unsigned jobs = 0;
   std::string db;
   std::optional<std::uint64_t> max_evals;
+  std::string time_budget;  // empty: none
+  bool no_warm_start = false;
   std::optional<std::uint64_t> seed;
   std::string cache = "cold";
   std::string strategy{to_string(StrategyKind{})};
@@ -78,6 +82,14 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.where = options.where;
   s.jobs = options.jobs;
   s.max_evals = options.max_evals;
+  if (!options.time_budget.empty()) {
+    try {
+      s.time_budget = parse_time_budget(options.time_budget);
+    } catch (const InputError& error) {
+      throw InputError("--time-budget " + error.message());
+    }
+  }
+  s.warm_start = !options.no_warm_start;
   s.seed = options.seed;
   s.strategy = parse_strategy_kind(options.strategy);  // checked by its validator already
   s.strategy_given = options.strategy_given;
@@ -132,8 +144,16 @@ void add_tune_commands(CLI::App& app) {
   tune->add_option("--db", options->db,
                    "database file (default: $MLATUNE_DB, else ./mlatune.db)");
   tune->add_option("--max-evals", options->max_evals,
-                   "per shape: evaluate a uniform random subset of this many valid configs")
+                   "per shape: evaluate at most this many configs, those the strategy proposes first (with "
+                   "--compile-only: a uniform random subset)")
       ->check(whole_number(1, UINT64_MAX));
+  tune->add_option("--time-budget", options->time_budget,
+                   "per shape: propose no more configs once this much wall time has passed at the shape (those "
+                   "already compiling are still measured), e.g. 90s, 10m, 1h30m; with or without --max-evals")
+      ->type_name("DURATION");
+  tune->add_flag("--no-warm-start", options->no_warm_start,
+                 "do not start the search (bayes, and auto where it chooses bayes) from the best configs the "
+                 "database holds for other shapes of the kernel on this GPU");
   tune->add_option("--seed", options->seed, "seed for inputs and sampling (default: fresh)")
       ->check(whole_number(0, UINT64_MAX));
   tune->add_option("--where", options->where,
@@ -149,7 +169,8 @@ void add_tune_commands(CLI::App& app) {
   tune->add_option("--replay", options->replay,
                    "serve measurements from a recorded sweep instead of a GPU: a run id of the "
                    "database, or a CSV of shape,config,outcome,median_us (`mlatune cache export "
-                   "--format csv`)");
+                   "--format csv`; .csv.gz: gzip-compressed), whose '# where: EXPR' lines before the header "
+                   "restrict the candidates to what it recorded");
   tune->add_option("--cache", options->cache, "timing method: cold (L2 flushed), rotate, hot")
       ->check(CLI::IsMember({"cold", "rotate", "hot"}));
   tune->add_option("--budget-ms", options->budget_ms,

@@ -69,6 +69,9 @@ json shape_json(const ShapeReport& s) {
   json j;
   j["shape"] = s.shape;
   j["valid_configs"] = s.valid_configs;
+  j["strategy"] = s.strategy.empty() ? json(nullptr) : json(s.strategy);
+  j["warm_start"] = {{"configs", s.warm_start}, {"repaired", s.warm_start_repaired}};
+  j["time_budget_spent"] = s.time_budget_spent;
   j["planned"] = s.planned;
   j["already_measured"] = s.already_measured;
   j["other_shards"] = s.other_shards;
@@ -147,6 +150,15 @@ void print_shape_text(const ShapeReport& s, const SweepSummary& summary) {
   fmt::print("  configs: {} valid, {} planned, {} already in the database, {} evaluated now{}\n",
              count_text(s.valid_configs), s.planned, s.already_measured, s.results.size(),
              s.other_shards ? fmt::format(" ({} left to other shards)", s.other_shards) : std::string());
+  if (!s.strategy.empty())
+    fmt::print("  search: {}{}{}\n", s.strategy,
+               s.strategy != summary.strategy ? fmt::format(" (chosen by {})", summary.strategy) : std::string(),
+               s.warm_start ? fmt::format(", first {} configs tuned at other shapes ({} repaired to be valid here)",
+                                          s.warm_start, s.warm_start_repaired)
+                            : std::string());
+  if (s.time_budget_spent && summary.time_budget)
+    fmt::print("  stopped: the time budget of {} a shape was spent after {} evaluations\n",
+               to_string(*summary.time_budget), s.results.size());
   if (!s.skipped.empty()) {
     fmt::print("  given configs skipped, invalid at this shape: {}\n", s.skipped.size());
     for (const SkippedConfig& k : s.skipped) fmt::print("    {}  ({})\n", k.config, k.reason);
@@ -273,6 +285,8 @@ void print_sweep_json(const SweepReport& report, const SweepSummary& summary) {
   out["cutoff_factor"] = summary.cutoff_factor;
   out["cut_after"] = summary.cut_after;
   out["budget_ms"] = summary.budget_ms;
+  out["strategy"] = summary.strategy;
+  out["time_budget"] = summary.time_budget ? json(to_string(*summary.time_budget)) : json(nullptr);
   const SweepTotals totals = sweep_totals(report);
   out["totals"] = totals_json(totals);
   out["workers"] = workers_json(totals);

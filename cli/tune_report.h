@@ -12,6 +12,7 @@
 #include "core/device.h"
 #include "core/space.h"
 #include "tuner/sweep_report.h"
+#include "tuner/time_budget.h"
 
 namespace mlatune::cli {
 
@@ -24,6 +25,8 @@ struct SweepSummary {
   double cutoff_factor = 0;
   int cut_after = 0;
   double budget_ms = 0;
+  std::string strategy;                   // as asked for: "auto", "bayes", ...
+  std::optional<TimeBudget> time_budget;  // per shape
 };
 
 void print_sweep_text(const SweepReport& report, const SweepSummary& summary);

@@ -27,6 +27,7 @@
 #include "tuner/given_configs.h"
 #include "tuner/measurement_source.h"
 #include "tuner/replay.h"
+#include "tuner/strategies/registry.h"
 #include "tuner/sweep.h"
 #include "tuner/worker/client.h"
 #include "tuner/worker/gpus.h"
@@ -154,14 +155,33 @@ ReplayData load_replay(const std::string& replay, const std::filesystem::path& d
 
 // ---- one sweep ------------------------------------------------------------------
 
-/// The space with `--where` constraints added, or nothing when there are none.
-std::optional<SearchSpace> restricted_space(const SearchSpace& space, const TuneSettings& settings) {
-  if (settings.where.empty()) return std::nullopt;
+/// The space with `--where` constraints added, and those that replay data
+/// states it measured only (`recorded`: tuner/replay.h), or nothing when
+/// there are none.
+std::optional<SearchSpace> restricted_space(const SearchSpace& space, const TuneSettings& settings,
+                                            const std::vector<std::string>& recorded = {}) {
+  if (settings.where.empty() && recorded.empty()) return std::nullopt;
+  std::optional<SearchSpace> restricted;
   try {
-    return space.restrict(settings.where);
+    restricted = settings.where.empty() ? SearchSpace(space) : space.restrict(settings.where);
   } catch (const InputError& error) {
     throw InputError("--where " + error.message());
   }
+  // Checked when the data was read; those the space (or --where) already
+  // states are left out, since a space refuses a constraint twice (spaces
+  // aside, as SearchSpace::restrict compares them).
+  auto compact = [](std::string text) {
+    text.erase(std::remove_if(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c); }), text.end());
+    return text;
+  };
+  std::vector<std::string> more;
+  for (const std::string& where : recorded) {
+    const auto& present = restricted->constraints();
+    if (std::none_of(present.begin(), present.end(),
+                     [&](const Expression& e) { return compact(e.text()) == compact(where); }))
+      more.push_back(where);
+  }
+  return more.empty() ? std::move(restricted) : restricted->restrict(more);
 }
 
 /// Each --where on its own, before anything runs or is written.
@@ -189,6 +209,8 @@ SweepOptions sweep_options(const TuneSettings& settings, TunePlan plan, const st
   sweep.jobs = settings.jobs;
   sweep.strategy = settings.strategy;
   sweep.max_evals = settings.max_evals;
+  sweep.time_budget = settings.time_budget;
+  sweep.warm_start = settings.warm_start;
   sweep.seed = settings.seed;
   sweep.timing = settings.timing;
   sweep.cutoff_factor = settings.cutoff;
@@ -215,35 +237,65 @@ void check_shard(const TuneSettings& settings) {
                                  shard, settings.shard->source, to_string(settings.strategy)));
 }
 
-/// Up to a few shapes, then how many more.
-std::string shape_list(const SearchSpace& space, const std::vector<Shape>& shapes, const Shard& shard) {
+/// Up to a few of the shapes this shard takes whole among those at
+/// `indices`, then how many more.
+std::string shape_list(const SearchSpace& space, const std::vector<Shape>& shapes,
+                       const std::vector<std::size_t>& indices, const Shard& shard) {
   std::vector<std::string> taken;
-  for (std::size_t i = 0; i < shapes.size(); ++i)
+  for (std::size_t i : indices)
     if (shard_owns_shape(shard, i)) taken.push_back(space.shape_string(shapes[i]));
-  if (taken.empty()) return fmt::format("no shape (the sweep has {} for {} shards)", shapes.size(), shard.count);
-  std::string text = fmt::format("{} of {} shapes: ", taken.size(), shapes.size());
+  if (taken.empty()) return fmt::format("no shape (the sweep has {} for {} shards)", indices.size(), shard.count);
+  std::string text = fmt::format("{} of {} shapes: ", taken.size(), indices.size());
   for (std::size_t i = 0; i < std::min<std::size_t>(taken.size(), 4); ++i) text += (i ? "; " : "") + taken[i];
   if (taken.size() > 4) text += fmt::format("; and {} more", taken.size() - 4);
   return text;
 }
 
-/// One line saying which share this process takes and why.
-std::string shard_note(const SearchSpace& space, const TuneSettings& settings, const std::vector<Shape>& shapes,
-                       StrategyKind strategy) {
+/// One line saying which share this process takes and why.  A strategy that
+/// chooses per shape (auto) splits each shape as its choice there does, as
+/// the sweep does (every shard makes the same choices: they depend on the
+/// shape's valid configs and the budget only).
+std::string shard_note(const SearchSpace& candidates, const TuneSettings& settings, const std::vector<Shape>& shapes,
+                       StrategyKind strategy, bool given) {
   const Shard& shard = settings.shard->shard;
   const std::string head = fmt::format("shard {} ({})", to_string(shard), settings.shard->source);
-  if (shard_split(strategy) == ShardSplit::shapes)
-    return fmt::format("{}: {}; {} adapts to its measurements, so shards split whole shapes", head,
-                       shape_list(space, shapes, shard), to_string(strategy));
-  return fmt::format("{}: one candidate in {} of each shape's sequence ({} proposes the same sequence in every "
-                     "shard); merge the shards' databases with `mlatune cache merge`",
-                     head, shard.count, to_string(strategy));
+  const std::string merge = "merge the shards' databases with `mlatune cache merge`";
+  if (given) return fmt::format("{}: one in {} of each shape's given configs; {}", head, shard.count, merge);
+  StrategyContext context;
+  context.max_evals = settings.max_evals;
+  context.time_limited = settings.time_budget.has_value();
+  std::vector<std::size_t> whole, split;  // shape indices, by how they are shared
+  std::set<std::string> whole_by, split_by;  // the strategies chosen there
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const StrategyKind kind = resolve_strategy(strategy, candidates.count(shapes[i]), context);
+    (shard_split(kind) == ShardSplit::shapes ? whole : split).push_back(i);
+    (shard_split(kind) == ShardSplit::shapes ? whole_by : split_by).insert(std::string(to_string(kind)));
+  }
+  auto names = [](const std::set<std::string>& kinds) {
+    std::string text;
+    for (const std::string& k : kinds) text += (text.empty() ? "" : ", ") + k;
+    return text;
+  };
+  const std::string chosen =
+      strategy.entry().choose ? fmt::format(" (chosen by {})", to_string(strategy)) : std::string();
+  if (split.empty())
+    return fmt::format("{}: {}; {}{} adapts to its measurements, so shards split whole shapes", head,
+                       shape_list(candidates, shapes, whole, shard), names(whole_by), chosen);
+  if (whole.empty())
+    return fmt::format("{}: one candidate in {} of each shape's sequence ({}{} proposes the same sequence in every "
+                       "shard); {}",
+                       head, shard.count, names(split_by), chosen, merge);
+  return fmt::format("{}: {} chooses per shape: one candidate in {} of the sequence at the {} shapes where it chose "
+                     "{}, and of the {} where it chose {} (which adapts), {}; {}",
+                     head, to_string(strategy), shard.count, split.size(), names(split_by), whole.size(),
+                     names(whole_by), shape_list(candidates, shapes, whole, shard), merge);
 }
 
 /// Runs a measuring sweep (on the GPU or replayed) and prints its summary.
 void sweep_and_report(const SearchSpace& space, const TuneSettings& settings, SweepOptions sweep,
-                      MeasurementSource& source, const DeviceInfo& device, bool replayed) {
-  const std::optional<SearchSpace> candidates = restricted_space(space, settings);
+                      MeasurementSource& source, const DeviceInfo& device, bool replayed,
+                      const std::vector<std::string>& recorded = {}) {
+  const std::optional<SearchSpace> candidates = restricted_space(space, settings, recorded);
   if (candidates) sweep.candidates = &*candidates;
   std::optional<ProgressPrinter> printer;
   if (!settings.quiet && !settings.json) {
@@ -253,11 +305,20 @@ void sweep_and_report(const SearchSpace& space, const TuneSettings& settings, Sw
   fmt::print(stderr, "mlatune: tuning {} on {} ({}, {} SMs) into {}\n", space.kernel_name(), device.name,
              device.arch, device.sm_count, settings.database.string());
   if (settings.shard)
-    fmt::print(stderr, "mlatune: {}\n", shard_note(space, settings, sweep.shapes, settings.strategy));
+    fmt::print(stderr, "mlatune: {}\n",
+               shard_note(candidates ? *candidates : space, settings, sweep.shapes, settings.strategy,
+                          sweep.given.has_value()));
   SweepReport report = run_sweep(space, settings.space_file, settings.database, source, device, sweep);
   if (printer) printer->finish();
-  const SweepSummary summary{space.kernel_name(), device,         settings.database,        replayed,
-                             settings.cutoff,     settings.timing.cut_min_samples, settings.timing.budget_ms};
+  const SweepSummary summary{space.kernel_name(),
+                             device,
+                             settings.database,
+                             replayed,
+                             settings.cutoff,
+                             settings.timing.cut_min_samples,
+                             settings.timing.budget_ms,
+                             std::string(to_string(settings.strategy)),
+                             settings.time_budget};
   if (settings.json)
     print_sweep_json(report, summary);
   else
@@ -273,7 +334,11 @@ void replay_sweep(const SearchSpace& space, const TuneSettings& settings, TunePl
   replayed.name = "replay of " + name;
   replayed.arch = arch;
   std::unique_ptr<MeasurementSource> source = replayed_measurements(data, name);
-  sweep_and_report(space, settings, sweep_options(settings, std::move(plan), arch), *source, replayed, true);
+  for (const std::string& where : data.restriction())
+    fmt::print(stderr, "mlatune: {} measured only configs with {} (its '# where:' line): the candidates are those\n",
+               name, where);
+  sweep_and_report(space, settings, sweep_options(settings, std::move(plan), arch), *source, replayed, true,
+                   data.restriction());
 }
 
 /// Whether a GPU is there, as a worker process sees it: the tuner never
@@ -318,8 +383,9 @@ void compile_and_report(const SearchSpace& space, const TuneSettings& settings, 
   // The compile sweep proposes in enumeration order, or a seeded random
   // subset with --max-evals: neither adapts.
   std::vector<Shape> shapes = plan.shapes;
-  if (settings.shard) notes.push_back(shard_note(space, settings, shapes,
-                                               parse_strategy_kind(settings.max_evals ? "random" : "brute_force")));
+  if (settings.shard)
+    notes.push_back(shard_note(space, settings, shapes,
+                               parse_strategy_kind(settings.max_evals ? "random" : "brute_force"), plan.given.has_value()));
   for (const std::string& note : notes) fmt::print(stderr, "mlatune: {}\n", note);
   const std::optional<SearchSpace> candidates = restricted_space(space, settings);
   SweepOptions sweep = sweep_options(settings, std::move(plan), arch);

@@ -10,6 +10,7 @@
 
 #include "tuner/shard.h"
 #include "tuner/strategy.h"
+#include "tuner/time_budget.h"
 #include "tuner/timing.h"
 #include "tuner/worker/gpus.h"
 
@@ -38,8 +39,10 @@ struct TuneSettings {
   std::vector<std::string> where;      // extra constraints on the candidates
   unsigned jobs = 0;
   std::optional<std::uint64_t> max_evals;
+  std::optional<TimeBudget> time_budget;  // per shape
+  bool warm_start = true;                 // --no-warm-start: false
   std::optional<std::uint64_t> seed;
-  StrategyKind strategy;  // the registry's first: brute force
+  StrategyKind strategy;  // the registry's first: auto
   bool strategy_given = false;         // --strategy was on the command line
   TimingOptions timing;                // cache method, budget, cut_min_samples
   double cutoff = 0;

@@ -1,112 +1,152 @@
 // Search strategies compared on replayed H200 measurements of the flagship
-// space (tests/data/h200_sweeps.csv; S0 and S1 are exhaustive).
+// space: every recorded shape of the fixture files (tests/replay_fixtures.h;
+// default: every tests/data/*.csv and *.csv.gz, or those given with
+// --fixture FILE, repeatable).
 //
-// Before the benchmarks, prints per strategy and shape: the median over 10
-// seeds of the evaluations needed to come within 3 % of the optimum, and the
-// best found (% above the optimum, median over the seeds) after 5 %, 10 % and
-// 25 % of the space.  The benchmarks time one replay of a strategy over 5 %
-// of the space and over all of it (a strategy's own cost: proposals, model
-// fits).
+// Before the benchmarks, prints per shape and strategy, as medians over 10
+// seeds: the evaluations needed to come within 3 % of the shape's optimum,
+// and the best found (% above the optimum) after 5 %, 10 % and 25 % of the
+// shape's configs.  `auto` is told a budget of 25 % of them (so it chooses
+// bayes), cold and warm-started from the best configs of the other fixture
+// shapes (as a sweep is, with those shapes in its database), and cold with
+// 32 proposals made ahead of the results (what a GPU sweep with 16 compile
+// threads does: MeasurementSource::lookahead).  Then, per
+// shape, whether the default strategy meets the target: within 3 %
+// with at most 10 % of the evaluations, and better than random search at
+// every budget (never worse at 5, 10 and 25 %, and fewer evaluations to 3 %).
+// With --check the program exits with 1 when it does not, at any shape.
+//
+// The benchmarks time one replay of a strategy over 5 % of a shape's configs
+// and over all of them (the strategy's own cost: proposals, model fits).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "tuner/replay.h"
 #include "core/space.h"
+#include "tests/replay_fixtures.h"
+#include "tuner/replay.h"
 #include "tuner/strategy.h"
 
 namespace mlatune {
 namespace {
 
-namespace fs = std::filesystem;
+using test_support::Fixture;
+using test_support::FixtureSet;
+using test_support::median;
 
-// Exact configs only: the recorded sweeps measured no shape-bucketed config.
-const SearchSpace& flagship() {
-  static const SearchSpace space = SearchSpace::load(fs::path(MLATUNE_TEST_DATA_DIR).parent_path() /
-                                                     "search_spaces" / "fused_mla_attention.yaml")
-                                       .restrict({"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k"});
-  return space;
-}
-const ReplayData& h200() {
-  static const ReplayData data =
-      ReplayData::load(fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps.csv", flagship());
-  return data;
-}
-
-const char* const kShapes[] = {"B=2,T=32,H=4,D=16,R=24", "B=4,T=256,H=8,D=32,R=64"};
-const char* const kShapeNames[] = {"S0", "S1"};
 constexpr int kSeeds = 10;
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+/// A row of the table: a strategy, and what it is told.
+struct Contender {
+  std::string label;
+  StrategyKind kind;
+  bool budget = false;  // told --max-evals = 25 % of the shape's configs
+  bool warm = false;    // warm-started from the other fixture shapes
+  std::size_t lookahead = 1;  // proposals ahead of the results (a GPU sweep's: 2 per compile thread)
+};
+
+std::vector<Contender> contenders() {
+  return {{"random", parse_strategy_kind("random")},
+          {"annealing", parse_strategy_kind("annealing")},
+          {"model", parse_strategy_kind("model")},
+          {"bayes", parse_strategy_kind("bayes")},
+          {"auto", StrategyKind{}, true},
+          {"auto, warm", StrategyKind{}, true, true},
+          {"auto, ahead 32", StrategyKind{}, true, false, 32}};
 }
 
-void print_table() {
-  std::printf("Strategies on replayed H200 sweeps (median over %d seeds)\n", kSeeds);
-  std::printf("%-6s %-12s %7s %14s %10s %10s %10s\n", "shape", "strategy", "space", "evals to 3%",
-              "best@5%", "best@10%", "best@25%");
-  for (std::size_t s = 0; s < std::size(kShapes); ++s) {
-    const Shape shape = flagship().parse_shape(kShapes[s]);
-    const std::size_t space = flagship().count(shape);
-    const double optimum = h200().optimum(shape);
-    for (StrategyKind kind : all_strategy_kinds()) {
-      std::vector<double> to_3, at_5, at_10, at_25;
-      for (int seed = 1; seed <= kSeeds; ++seed) {
-        auto strategy = make_strategy(kind, flagship(), shape, static_cast<std::uint64_t>(seed));
-        // A quarter of the space, then on only until within 3 %.
-        auto trace = replay(*strategy, h200(), shape, space / 4);
-        if (!trace.evaluations_to_within(optimum, 0.03)) {
-          auto rest = replay(*strategy, h200(), shape, space, optimum * 1.03);
-          for (double best : rest.best_after)
-            trace.best_after.push_back(std::min(best, trace.best_after.back()));
-        }
-        auto n = trace.evaluations_to_within(optimum, 0.03);
-        to_3.push_back(static_cast<double>(n ? *n : space));
-        auto above = [&](double fraction) {
-          auto evals = static_cast<std::size_t>(fraction * static_cast<double>(space));
-          return 100.0 * (trace.best_after_evaluations(evals) / optimum - 1.0);
-        };
-        at_5.push_back(above(0.05));
-        at_10.push_back(above(0.10));
-        at_25.push_back(above(0.25));
-      }
-      std::printf("%-6s %-12s %7zu %14.1f %9.1f%% %9.1f%% %9.1f%%\n", kShapeNames[s],
-                  std::string(to_string(kind)).c_str(), space, median(to_3), median(at_5),
-                  median(at_10), median(at_25));
+/// Medians over the seeds.
+struct Row {
+  double to_3 = 0;
+  double above[3] = {0, 0, 0};
+};
+
+Row measure(const FixtureSet& set, const Fixture& f, const Contender& c) {
+  StrategyContext context;
+  if (c.budget) context.max_evals = f.searchable() / 4;
+  if (c.warm) context.warm_start = set.warm_start(f);
+  std::vector<double> to_3, above[3];
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    const test_support::SearchRecord r =
+        test_support::judge(c.kind, f, static_cast<std::uint64_t>(seed), context, c.lookahead);
+    to_3.push_back(static_cast<double>(r.evaluations_to_3_percent));
+    for (int b = 0; b < 3; ++b) above[b].push_back(r.above_at[b]);
+  }
+  Row row;
+  row.to_3 = median(to_3);
+  for (int b = 0; b < 3; ++b) row.above[b] = median(above[b]);
+  return row;
+}
+
+/// Prints the table and the verdicts; false when the default strategy misses
+/// the target at some shape.
+bool print_table(const FixtureSet& set) {
+  std::printf("Strategies on replayed H200 sweeps (median over %d seeds; %% above the optimum)\n", kSeeds);
+  std::printf("%-5s %-18s %-14s %7s %9s %11s %9s %9s %9s\n", "shape", "file", "strategy", "configs", "recorded",
+              "evals to 3%", "best@5%", "best@10%", "best@25%");
+  bool all_met = true;
+  std::vector<std::string> verdicts;
+  for (const Fixture& f : set.fixtures()) {
+    std::vector<std::pair<Contender, Row>> rows;
+    for (const Contender& c : contenders()) {
+      rows.emplace_back(c, measure(set, f, c));
+      const Row& r = rows.back().second;
+      std::printf("%-5s %-18s %-14s %7zu %9zu %11.1f %8.1f%% %8.1f%% %8.1f%%\n", f.name.c_str(), f.file.c_str(),
+                  c.label.c_str(), f.valid, f.recorded, r.to_3, r.above[0], r.above[1], r.above[2]);
+    }
+    const Row& random = rows.front().second;
+    for (const auto& [c, r] : rows) {
+      if (c.kind != StrategyKind{}) continue;
+      const double tenth = 0.10 * static_cast<double>(f.searchable());
+      const bool fast = r.to_3 <= tenth;
+      bool beats = r.to_3 < random.to_3;
+      for (int b = 0; b < 3; ++b) beats = beats && r.above[b] <= random.above[b];
+      all_met = all_met && fast && beats;
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "%s (%s): %s within 3%% with %.0f evaluations (%.1f%% of %zu%s; target <= 10%%); %s random at "
+                    "every budget",
+                    f.name.c_str(), c.label.c_str(), fast ? "MET:" : "MISSED:", r.to_3,
+                    100.0 * r.to_3 / static_cast<double>(f.searchable()), f.searchable(),
+                    f.exhaustive() ? "" : " recorded", beats ? "beats" : "does NOT beat");
+      verdicts.emplace_back(line);
     }
   }
+  std::printf("\nThe default strategy (auto) against the issue's target:\n");
+  for (const std::string& v : verdicts) std::printf("  %s\n", v.c_str());
   std::fflush(stdout);
+  return all_met;
 }
 
-// One replay of `kind` over 1/`divisor` of the space at shape `s` per
+// One replay of `kind` over 1/`divisor` of a fixture's configs per
 // iteration: the strategy's own cost (proposals, model fits).
-void replay_part(benchmark::State& state, StrategyKind kind, std::size_t s, std::size_t divisor) {
-  const Shape shape = flagship().parse_shape(kShapes[s]);
-  const std::size_t budget = flagship().count(shape) / divisor;
+void replay_part(benchmark::State& state, const Fixture* f, StrategyKind kind, std::size_t divisor) {
+  const std::size_t budget = std::max<std::size_t>(1, f->searchable() / divisor);
   std::uint64_t seed = 1;
   for (auto _ : state) {
-    auto strategy = make_strategy(kind, flagship(), shape, seed++);
-    auto trace = replay(*strategy, h200(), shape, budget);
+    auto strategy = make_strategy(kind, *f->space, f->shape, seed++);
+    auto trace = replay(*strategy, *f->data, f->shape, budget, std::nullopt, f->unrecorded());
     benchmark::DoNotOptimize(trace.best_after.back());
   }
-  state.SetLabel(std::string(to_string(kind)) + " " + kShapeNames[s]);
+  state.SetLabel(std::string(to_string(kind)) + " " + f->name);
 }
 
-// Every registered strategy at every shape, over 5 % of the space and over
-// all of it (for the model, every refit up to the last config).
-void register_benchmarks() {
+// Every registered strategy at every fixture, over 5 % of its configs and
+// over all of them (for the models, every refit up to the last config).
+void register_benchmarks(const FixtureSet& set) {
   for (StrategyKind kind : all_strategy_kinds())
-    for (std::size_t s = 0; s < std::size(kShapes); ++s) {
-      const std::string suffix = std::string(to_string(kind)) + "/" + kShapeNames[s];
-      benchmark::RegisterBenchmark(("BM_ReplayFivePercent/" + suffix).c_str(), replay_part, kind, s, std::size_t{20})
+    for (const Fixture& f : set.fixtures()) {
+      const std::string suffix = std::string(to_string(kind)) + "/" + f.name;
+      benchmark::RegisterBenchmark(("BM_ReplayFivePercent/" + suffix).c_str(), replay_part, &f, kind,
+                                   std::size_t{20})
           ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(("BM_ReplayWholeSpace/" + suffix).c_str(), replay_part, kind, s, std::size_t{1})
+      benchmark::RegisterBenchmark(("BM_ReplayWholeSpace/" + suffix).c_str(), replay_part, &f, kind, std::size_t{1})
           ->Unit(benchmark::kMillisecond);
     }
 }
@@ -115,11 +155,40 @@ void register_benchmarks() {
 }  // namespace mlatune
 
 int main(int argc, char** argv) {
+  // Our options first, so that Google Benchmark sees only its own.
+  std::vector<std::filesystem::path> files;
+  bool check = false;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--fixture") == 0) {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "bench_strategies: --fixture needs a file\n");
+        return 2;
+      }
+      files.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--check") == 0) {
+      check = true;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  mlatune::print_table();
-  mlatune::register_benchmarks();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  try {
+    if (files.empty()) files = mlatune::test_support::default_fixture_files();
+    const mlatune::test_support::FixtureSet set(files);
+    const bool met = mlatune::print_table(set);
+    mlatune::register_benchmarks(set);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    if (check && !met) {
+      std::fprintf(stderr, "bench_strategies: the default strategy misses the target at some shape\n");
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_strategies: %s\n", e.what());
+    return 2;
+  }
   return 0;
 }

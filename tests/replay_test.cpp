@@ -1,6 +1,8 @@
 // Replay: the CSV reader (quotes, comments, malformed rows with their line),
 // lookups of recorded measurements, the optimum, the recorded H200 fixture,
-// and replaying a strategy against recorded data.
+// and replaying a strategy against recorded data; the restriction a fixture
+// states ("# where:"), gzip-compressed fixtures, searches over the recorded
+// configs only, and proposals made ahead of the results.
 #include "tuner/replay.h"
 
 #include <gtest/gtest.h>
@@ -12,8 +14,11 @@
 #include <limits>
 #include <map>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/space.h"
+#include "tests/run_program.h"
 #include "tuner/strategy.h"
 
 namespace mlatune {
@@ -253,6 +258,119 @@ TEST(Replay, TracesTheBestSoFarAndStops) {
 
   Scripted outside({config("ALGORITHM=tiled,THREADS=128,ITEMS=4,VECTOR=false")});
   EXPECT_THROW(replay(outside, data, shape, 10), InputError);
+}
+
+// ---- what a fixture states, and how it is read ---------------------------------
+
+TEST(ReplayData, WhereLinesBeforeTheHeaderStateTheRestriction) {
+  const ReplayData data = ReplayData::parse("# recorded with only plain and tiled configs\n"
+                                            "# where: ALGORITHM != unrolled\n"
+                                            "#   where: not a directive (indented)\n"
+                                            "# where:   THREADS <= 64  \n" +
+                                                header + s1 + "," + c_plain + ",ok,12.5,12\n" +
+                                                "# where: after the header, a comment\n",
+                                            "w.csv", small_space());
+  EXPECT_EQ(data.restriction(), (std::vector<std::string>{"ALGORITHM != unrolled", "THREADS <= 64"}));
+  // What replays search: the space restricted so.
+  const SearchSpace restricted = small_space().restrict(data.restriction());
+  const Shape shape = small_space().parse_shape("N=64,M=3");
+  EXPECT_LT(restricted.count(shape), small_space().count(shape));
+  EXPECT_TRUE(small_data().restriction().empty());
+}
+
+TEST(ReplayData, ABadWhereLineNamesItsLine) {
+  auto e = input_error([] {
+    ReplayData::parse("# fine\n# where: THREADS <=\n" + header, "w.csv", small_space());
+  });
+  EXPECT_EQ(e.where().file, "w.csv");
+  EXPECT_EQ(e.where().line, 2);
+  e = input_error([] { ReplayData::parse("# where: NO_SUCH_PARAMETER == 1\n" + header, "w.csv", small_space()); });
+  EXPECT_EQ(e.where().line, 1);
+  EXPECT_NE(e.message().find("NO_SUCH_PARAMETER"), std::string::npos) << e.message();
+  e = input_error([] { ReplayData::parse("# where:\n" + header, "w.csv", small_space()); });
+  EXPECT_NE(e.message().find("without a constraint"), std::string::npos) << e.message();
+}
+
+TEST(ReplayData, TheRecordedH200SweepsStateTheirRestriction) {
+  const SearchSpace space = SearchSpace::load(tests_dir.parent_path() / "search_spaces" / "fused_mla_attention.yaml");
+  const ReplayData data = ReplayData::load(tests_dir / "data" / "h200_sweeps.csv", space);
+  EXPECT_EQ(data.restriction(), std::vector<std::string>{"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k"});
+}
+
+TEST(ReplayData, AGzipFileReadsAsItsText) {
+  const fs::path gzip = "/usr/bin/gzip";
+  if (!fs::exists(gzip)) GTEST_SKIP() << "no " << gzip << " to compress a fixture with";
+  const fs::path dir = fs::temp_directory_path() / ("mlatune_replay_gz_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string text = "# where: THREADS <= 64\n" + header + s1 + "," + c_plain + ",ok,12.5,12\n" + s1 + "," +
+                           c_tiled + ",ok,8.25,8\n";
+  {
+    std::ofstream out(dir / "small.csv", std::ios::binary);
+    out << text;
+  }
+  const auto result = test_support::run_program(gzip, {"-kf", (dir / "small.csv").string()}, dir);
+  ASSERT_EQ(result.code, 0) << result.err;
+  ASSERT_TRUE(fs::exists(dir / "small.csv.gz"));
+  const ReplayData plain = ReplayData::load(dir / "small.csv", small_space());
+  const ReplayData packed = ReplayData::load(dir / "small.csv.gz", small_space());
+  const Shape shape = small_space().parse_shape("N=64,M=3");
+  EXPECT_EQ(packed.size(shape), 2u);
+  EXPECT_EQ(packed.optimum(shape), plain.optimum(shape));
+  EXPECT_EQ(packed.best_config(shape), small_space().parse_config("ALGORITHM=tiled,THREADS=64,ITEMS=2,VECTOR=false"));
+  EXPECT_EQ(packed.restriction(), plain.restriction());
+  // A file named .gz that is not gzip is an error of that file.
+  {
+    std::ofstream out(dir / "fake.csv.gz", std::ios::binary);
+    out << "\x1f\x8b\x08 not really";
+  }
+  EXPECT_THROW(ReplayData::load(dir / "fake.csv.gz", small_space()), InputError);
+  EXPECT_THROW(ReplayData::load(dir / "missing.csv.gz", small_space()), EnvironmentError);
+  fs::remove_all(dir);
+}
+
+TEST(Replay, SkipsUnrecordedConfigsWhenAskedWithoutCountingOrTellingThem) {
+  const ReplayData data = small_data();
+  const Shape shape = small_space().parse_shape("N=64,M=3");
+  auto config = [](const char* text) { return small_space().parse_config(text); };
+  Scripted strategy({config("ALGORITHM=tiled,THREADS=128,ITEMS=4,VECTOR=false"),  // not recorded
+                     config("ALGORITHM=plain,THREADS=32,ITEMS=1,VECTOR=false")});
+  const auto trace = replay(strategy, data, shape, 10, std::nullopt, Unrecorded::skip);
+  EXPECT_EQ(trace.best_after, std::vector<double>{12.5});
+  ASSERT_EQ(strategy.told.size(), 1u);
+  EXPECT_EQ(strategy.told[0].first, config("ALGORITHM=plain,THREADS=32,ITEMS=1,VECTOR=false"));
+}
+
+// Counts the proposals made before each result comes back.
+class Eager final : public Strategy {
+ public:
+  explicit Eager(std::vector<Config> order) : order_(std::move(order)) {}
+  std::optional<Config> next() override {
+    if (position_ == order_.size()) return std::nullopt;
+    return order_[position_++];
+  }
+  void observe(const Config&, std::optional<double>) override { proposed_when_told.push_back(position_); }
+  std::vector<std::size_t> proposed_when_told;
+
+ private:
+  std::vector<Config> order_;
+  std::size_t position_ = 0;
+};
+
+TEST(Replay, ALookaheadProposesAheadOfTheResultsAndDropsWhatIsInFlight) {
+  const ReplayData data = small_data();
+  const Shape shape = small_space().parse_shape("N=64,M=3");
+  auto config = [](const char* text) { return small_space().parse_config(text); };
+  const std::vector<Config> order = {
+      config("ALGORITHM=unrolled,THREADS=32,ITEMS=2,VECTOR=false"), config("ALGORITHM=plain,THREADS=32,ITEMS=1,VECTOR=true"),
+      config("ALGORITHM=plain,THREADS=32,ITEMS=1,VECTOR=false"), config("ALGORITHM=tiled,THREADS=64,ITEMS=2,VECTOR=false")};
+  Eager ahead(order);
+  const auto trace = replay(ahead, data, shape, 2, std::nullopt, Unrecorded::error, 3);
+  EXPECT_EQ(trace.best_after.size(), 2u);
+  // Three proposed before the first result; the fourth before the second.
+  EXPECT_EQ(ahead.proposed_when_told, (std::vector<std::size_t>{3, 4}));
+  Eager one_by_one(order);
+  replay(one_by_one, data, shape, 4);
+  EXPECT_EQ(one_by_one.proposed_when_told, (std::vector<std::size_t>{1, 2, 3, 4}));
 }
 
 }  // namespace

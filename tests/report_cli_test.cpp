@@ -69,9 +69,11 @@ class ReportCliTest : public ::testing::Test {
 
 TEST_F(ReportCliTest, PageOfAReplayedSweep) {
   // A random search first, then the rest exhaustively (which skips what the
-  // first measured): two runs, each with its own progress line.
+  // first measured): two runs, each with its own progress line.  Brute force
+  // by name: the default (auto) is brute force here too, but records "auto".
   for (std::vector<std::string> strategy :
-       {std::vector<std::string>{"--strategy", "random", "--max-evals", "60", "--seed", "3"}, {}}) {
+       {std::vector<std::string>{"--strategy", "random", "--max-evals", "60", "--seed", "3"},
+        std::vector<std::string>{"--strategy", "brute_force"}}) {
     std::vector<std::string> args{"tune", flagship.string(), "--replay", recorded.string(), "--where", "SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k", "--shape", s0,
                                   "--db", db_.string(), "-q"};
     args.insert(args.end(), strategy.begin(), strategy.end());

@@ -142,6 +142,13 @@ TEST_F(ShardReplayTest, AdaptiveSweepShardsSplitShapesAndMergeToTheFullSweep) {
   expect_shards_merge_to_the_full_sweep(recorded, {"--strategy", "annealing", "--max-evals", "120", "--seed", "5"});
 }
 
+// Bayes (what auto chooses with a budget) adapts too.  Without the warm
+// start, which reads the shapes a database already holds (a shard's holds
+// only its own), the shards search each shape as the one sweep does.
+TEST_F(ShardReplayTest, BayesShardsSplitShapesAndMergeToTheFullSweepWithoutWarmStart) {
+  expect_shards_merge_to_the_full_sweep(recorded, {"--max-evals", "60", "--seed", "5", "--no-warm-start"});
+}
+
 /// `us` rounded to one significant digit (26.3 -> 30, 6.59 -> 7).
 double one_digit(double us) {
   const double unit = std::pow(10.0, std::floor(std::log10(us)));

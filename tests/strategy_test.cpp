@@ -2,7 +2,9 @@
 // determinism per seed, and, on replayed H200 measurements of the flagship
 // space, the search quality the issue asks for: brute force finds the
 // optimum; annealing and the model-based strategy come within 3 % of it in
-// fewer evaluations than random search, on average over seeds.
+// fewer evaluations than random search, on average over seeds; bayes with a
+// fixed seed within 3 % in a tenth of the space; the default strategy meets
+// the issue's target on every exhaustive fixture; and auto's rule.
 #include "tuner/strategy.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +19,9 @@
 #include "core/error.h"
 #include "core/space.h"
 #include "tests/run_program.h"
+#include "tests/replay_fixtures.h"
 #include "tuner/replay.h"
+#include "tuner/shard.h"
 #include "tuner/strategies/registry.h"
 
 namespace mlatune {
@@ -146,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(All, EveryStrategy, ::testing::ValuesIn(all_strategy_ki
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(Strategy, DifferentSeedsDifferentSequences) {
-  for (StrategyKind kind : {named("random"), named("annealing"), named("model")})
+  for (StrategyKind kind : {named("random"), named("annealing"), named("model"), named("bayes")})
     EXPECT_NE(proposals(kind, 1, 30), proposals(kind, 2, 30)) << to_string(kind);
 }
 
@@ -169,19 +173,19 @@ TEST(Strategy, KindsParseAndUnknownNamesListTheValidOnes) {
   } catch (const InputError& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("genetic"), std::string::npos) << message;
-    for (const char* name : {"brute_force", "random", "annealing", "model"})
+    for (const char* name : {"auto", "brute_force", "random", "annealing", "model", "bayes"})
       EXPECT_NE(message.find(name), std::string::npos) << message;
   }
 }
 
 // ---- the registry ------------------------------------------------------------
 
-TEST(StrategyRegistry, ListsExactlyTheStrategiesInOrderBruteForceFirst) {
+TEST(StrategyRegistry, ListsExactlyTheStrategiesInOrderAutoFirst) {
   std::vector<std::string> names;
   for (const StrategyEntry& entry : strategy_registry()) names.emplace_back(entry.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"brute_force", "random", "annealing", "model"}));
-  EXPECT_EQ(to_string(StrategyKind{}), "brute_force");
-  EXPECT_EQ(StrategyKind{}, named("brute_force"));
+  EXPECT_EQ(names, (std::vector<std::string>{"auto", "brute_force", "random", "annealing", "model", "bayes"}));
+  EXPECT_EQ(to_string(StrategyKind{}), "auto");
+  EXPECT_EQ(StrategyKind{}, named("auto"));
   ASSERT_EQ(all_strategy_kinds().size(), strategy_registry().size());
   for (std::size_t i = 0; i < strategy_registry().size(); ++i)
     EXPECT_EQ(to_string(all_strategy_kinds()[i]), strategy_registry()[i].name);
@@ -200,7 +204,7 @@ TEST(StrategyRegistry, EveryFactoryMakesAStrategyThatProposesValidDistinctConfig
   const Shape shape = small_space().parse_shape("N=1000,M=16");
   for (const StrategyEntry& entry : strategy_registry()) {
     ASSERT_NE(entry.create, nullptr) << entry.name;
-    auto strategy = entry.create(small_space(), shape, 11, StrategyMemory{});
+    auto strategy = entry.create(small_space(), shape, 11, StrategyMemory{}, StrategyContext{});
     ASSERT_NE(strategy, nullptr) << entry.name;
     std::set<Config> seen;
     for (const Config& c : exhaust(*strategy, 25)) {
@@ -320,6 +324,106 @@ TEST(ReplayedSearch, TheCriterionRejectsABadStrategy) {
     const double bad = evaluations_to_3_percent(worst, shape);
     EXPECT_FALSE(bad < random) << text << ": worst-first " << bad << ", random " << random;
   }
+}
+
+TEST(ReplayedSearch, BayesWithAFixedSeedComesWithin3PercentInATenthOfTheSpace) {
+  for (const char* text : kExhaustiveShapes) {
+    const Shape shape = flagship().parse_shape(text);
+    const double tenth = 0.10 * static_cast<double>(flagship().count(shape));
+    for (std::uint64_t held : {StrategyMemory{}.max_held_configs, std::uint64_t{0}}) {
+      auto strategy = make_strategy(named("bayes"), flagship(), shape, 1, StrategyMemory{held});
+      const double n = evaluations_to_3_percent(*strategy, shape);
+      EXPECT_LE(n, tenth) << text << (held ? "" : " (sampled pool)") << ": " << n << " evaluations";
+    }
+  }
+}
+
+// The issue's target, on every exhaustively recorded fixture shape (tests/
+// replay_fixtures.h): the default strategy, told a budget of a quarter of
+// the space (so that it searches), median over 10 seeds: within 3 % of the
+// optimum with at most 10 % of the evaluations, also with the 32 proposals
+// ahead of the results that a GPU sweep makes, and better than random search
+// at every budget.
+TEST(ReplayedSearch, TheDefaultStrategyMeetsTheTargetOnEveryExhaustiveFixture) {
+  const test_support::FixtureSet set(test_support::default_fixture_files());
+  int judged = 0;
+  for (const test_support::Fixture& f : set.fixtures()) {
+    if (!f.exhaustive()) continue;
+    ++judged;
+    StrategyContext context;
+    context.max_evals = f.searchable() / 4;
+    ASSERT_EQ(resolve_strategy(StrategyKind{}, f.valid, context), named("bayes")) << f.name;
+    std::vector<double> to_3[3], above[3][3];  // [auto, auto ahead 32, random]
+    for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
+      const test_support::SearchRecord runs[3] = {test_support::judge(StrategyKind{}, f, seed, context),
+                                                  test_support::judge(StrategyKind{}, f, seed, context, 32),
+                                                  test_support::judge(named("random"), f, seed, {})};
+      for (int k = 0; k < 3; ++k) {
+        to_3[k].push_back(static_cast<double>(runs[k].evaluations_to_3_percent));
+        for (int b = 0; b < 3; ++b) above[k][b].push_back(runs[k].above_at[b]);
+      }
+    }
+    const double tenth = 0.10 * static_cast<double>(f.searchable());
+    using test_support::median;
+    EXPECT_LE(median(to_3[0]), tenth) << f.name;
+    EXPECT_LE(median(to_3[1]), tenth) << f.name << " (32 ahead)";
+    EXPECT_LT(median(to_3[0]), median(to_3[2])) << f.name;
+    for (int b = 0; b < 3; ++b)
+      EXPECT_LE(median(above[0][b]), median(above[2][b]))
+          << f.name << " at " << test_support::kBudgetFractions[b] * 100 << " % of the space";
+    std::printf("%s: median evaluations to 3%%: auto %.1f, auto 32 ahead %.1f, random %.1f (10%% = %.0f)\n",
+                f.name.c_str(), median(to_3[0]), median(to_3[1]), median(to_3[2]), tenth);
+  }
+  EXPECT_GE(judged, 2) << "S0 and S1 are exhaustive";
+}
+
+// ---- auto ----------------------------------------------------------------------
+
+TEST(StrategyAuto, BruteForceWhenTheBudgetCoversTheSpaceElseBayes) {
+  StrategyContext unbounded;
+  EXPECT_EQ(resolve_strategy(StrategyKind{}, 1354, unbounded), named("brute_force"));
+  StrategyContext covering;
+  covering.max_evals = 1354;
+  EXPECT_EQ(resolve_strategy(StrategyKind{}, 1354, covering), named("brute_force"));
+  StrategyContext short_of_it;
+  short_of_it.max_evals = 1353;
+  EXPECT_EQ(resolve_strategy(StrategyKind{}, 1354, short_of_it), named("bayes"));
+  StrategyContext timed;  // the clock may stop it before the space is done
+  timed.time_limited = true;
+  EXPECT_EQ(resolve_strategy(StrategyKind{}, 1354, timed), named("bayes"));
+  timed.max_evals = 5000;
+  EXPECT_EQ(resolve_strategy(StrategyKind{}, 1354, timed), named("bayes"));
+  // Strategies that choose nothing stand for themselves.
+  for (StrategyKind kind : all_strategy_kinds())
+    if (kind != StrategyKind{}) {
+      EXPECT_EQ(resolve_strategy(kind, 10, short_of_it), kind) << to_string(kind);
+    }
+}
+
+TEST(StrategyAuto, ProposesWhatItChose) {
+  const Shape shape = small_space().parse_shape("N=1000,M=16");
+  const std::uint64_t valid = small_space().count(shape);
+  auto sequence = [&](StrategyKind kind, const StrategyContext& context) {
+    auto strategy = make_strategy(kind, small_space(), shape, 5, {}, context);
+    return exhaust(*strategy, 40);
+  };
+  const StrategyContext everything;
+  EXPECT_EQ(sequence(StrategyKind{}, everything), sequence(named("brute_force"), everything));
+  StrategyContext some;
+  some.max_evals = valid / 2;
+  EXPECT_EQ(sequence(StrategyKind{}, some), sequence(named("bayes"), some));
+  EXPECT_NE(sequence(StrategyKind{}, some), sequence(named("brute_force"), some));
+}
+
+TEST(StrategyAuto, ShardsSplitAShapeAsItsChoiceThereDoes) {
+  // auto itself counts as adaptive (tuner/shard.h); a sweep asks what it
+  // chose at each shape.
+  EXPECT_EQ(shard_split(StrategyKind{}), ShardSplit::shapes);
+  EXPECT_FALSE(strategy_registry().front().choose == nullptr);
+  EXPECT_EQ(shard_split(resolve_strategy(StrategyKind{}, 100, {})), ShardSplit::configs);
+  StrategyContext some;
+  some.max_evals = 10;
+  EXPECT_EQ(shard_split(resolve_strategy(StrategyKind{}, 100, some)), ShardSplit::shapes);
 }
 
 }  // namespace

@@ -1,16 +1,23 @@
 // The sweep's summary arithmetic (where the time went: GPU worker, waiting for
 // compilation, setup, NVRTC; the rates each would allow alone) and the checks
-// run_sweep makes before it starts; a replayed sweep (no GPU) end to end.
+// run_sweep makes before it starts; a replayed sweep (no GPU) end to end:
+// a time budget that stops it (on a clock the test controls), auto's choice
+// per shape and the warm start from shapes tuned before.
 #include "tuner/sweep.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <random>
 
 #include "cache/store.h"
 #include "core/error.h"
+#include "tuner/measurement_source.h"
 #include "tuner/replay.h"
+#include "tuner/strategies/warm_start.h"
+#include "tuner/time_budget.h"
 
 namespace mlatune {
 namespace {
@@ -156,6 +163,125 @@ TEST_F(SweepReplay, CutoffFactorMustBeZeroOrAboveOne) {
   EXPECT_EQ(totals.compile_threads, 0u);
   EXPECT_FALSE(totals.compile_limit_configs_per_s);
   EXPECT_GT(totals.wall_s, 0.0);
+}
+
+/// A replayed source whose every measurement takes one second of a clock the
+/// test controls.
+class OneSecondEach final : public MeasurementSource {
+ public:
+  OneSecondEach(const ReplayData& data, std::chrono::steady_clock::time_point& now)
+      : inner_(replayed_measurements(data, "h200_sweeps.csv")), now_(now) {}
+  unsigned compile_threads() const override { return inner_->compile_threads(); }
+  std::size_t lookahead() const override { return inner_->lookahead(); }
+  std::optional<std::string> origin() const override { return inner_->origin(); }
+  void prepare(const Config& config, const Shape& shape) override { inner_->prepare(config, shape); }
+  void begin_shape(const Shape& shape, double cutoff, std::mt19937_64& rng, ShapeReport& report) override {
+    inner_->begin_shape(shape, cutoff, rng, report);
+  }
+  CandidateReport measure(const Config& config, const Shape& shape, ShapeReport& report) override {
+    now_ += std::chrono::seconds(1);
+    return inner_->measure(config, shape, report);
+  }
+  std::vector<std::optional<TimingStats>> retime(const std::vector<std::string>& configs, int rounds,
+                                                 ShapeReport& report) override {
+    return inner_->retime(configs, rounds, report);
+  }
+  void add_totals(SweepReport& report) const override { inner_->add_totals(report); }
+
+ private:
+  std::unique_ptr<MeasurementSource> inner_;
+  std::chrono::steady_clock::time_point& now_;
+};
+
+class SweepReplayed : public SweepReplay {
+ protected:
+  void SetUp() override {
+    SweepReplay::SetUp();
+    full_ = std::make_unique<SearchSpace>(SearchSpace::load(space_file_));
+    data_ = std::make_unique<ReplayData>(
+        ReplayData::load(fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps.csv", *full_));
+    space_ = std::make_unique<SearchSpace>(full_->restrict(data_->restriction()));
+    device_.name = "replay";
+    device_.arch = "sm_90";
+  }
+  SweepReport sweep(const SweepOptions& options, const std::string& db, MeasurementSource& source) {
+    return run_sweep(*space_, space_file_, dir_ / db, source, device_, options);
+  }
+  std::unique_ptr<SearchSpace> full_, space_;
+  std::unique_ptr<ReplayData> data_;
+  DeviceInfo device_;
+  const char* s0_ = "B=2,T=32,H=4,D=16,R=24";
+  const char* s1_ = "B=4,T=256,H=8,D=32,R=64";
+};
+
+TEST_F(SweepReplayed, ATimeBudgetStopsProposingAtEachShape) {
+  std::chrono::steady_clock::time_point now{};
+  OneSecondEach source(*data_, now);
+  SweepOptions options;
+  options.shapes = {space_->parse_shape(s0_), space_->parse_shape(s1_)};
+  options.time_budget = parse_time_budget("25s");
+  options.clock = [&now] { return now; };
+  options.seed = 3;
+  const SweepReport report = sweep(options, "timed.db", source);
+  ASSERT_EQ(report.shapes.size(), 2u);
+  for (const ShapeReport& s : report.shapes) {
+    // One candidate is proposed at 0 s, 1 s, ..., 24 s: 25 of them; at 25 s
+    // the budget is spent.  A time budget alone makes auto search.
+    EXPECT_EQ(s.results.size(), 25u) << s.shape;
+    EXPECT_TRUE(s.time_budget_spent) << s.shape;
+    EXPECT_EQ(s.strategy, "bayes") << s.shape;
+    EXPECT_DOUBLE_EQ(s.wall_s, 25.0) << s.shape;
+  }
+  // Without the budget the evaluations are the limit, and nothing says time.
+  options.time_budget.reset();
+  options.max_evals = 30;
+  const SweepReport counted = sweep(options, "counted.db", source);
+  for (const ShapeReport& s : counted.shapes) {
+    EXPECT_EQ(s.results.size(), 30u) << s.shape;
+    EXPECT_FALSE(s.time_budget_spent) << s.shape;
+  }
+}
+
+TEST_F(SweepReplayed, AutoSearchesWithABudgetAndWarmStartsFromShapesTunedBefore) {
+  std::chrono::steady_clock::time_point now{};
+  OneSecondEach source(*data_, now);
+  SweepOptions options;
+  options.shapes = {space_->parse_shape(s0_), space_->parse_shape(s1_)};
+  options.max_evals = 40;
+  options.seed = 7;
+  const SweepReport report = sweep(options, "warm.db", source);
+  ASSERT_EQ(report.shapes.size(), 2u);
+  const ShapeReport& first = report.shapes[0];
+  const ShapeReport& second = report.shapes[1];
+  EXPECT_EQ(first.strategy, "bayes");
+  EXPECT_EQ(first.warm_start, 0u);  // nothing tuned before it
+  // S1 starts from S0's best (the database's best entry after S0): the
+  // default config first, then that config, repaired where S1 needs it.
+  ASSERT_TRUE(first.best_config);
+  EXPECT_EQ(second.warm_start, 1u);
+  ASSERT_GE(second.results.size(), 2u);
+  const std::vector<Config> hint =
+      strategies::warm_start(*space_, space_->parse_shape(s1_), {{s0_, *first.best_config, *first.best_us}}).configs;
+  ASSERT_EQ(hint.size(), 1u);
+  EXPECT_EQ(second.results[1].config, space_->config_string(hint[0]));
+  // Within 40 evaluations (1-3 % of the space) both come within 3 % of the
+  // recorded optimum.
+  for (const ShapeReport& s : report.shapes) {
+    ASSERT_TRUE(s.best_us) << s.shape;
+    EXPECT_LE(*s.best_us, 1.03 * data_->optimum(space_->parse_shape(s.shape))) << s.shape;
+  }
+
+  // --no-warm-start: the same sweep without the hint.
+  options.warm_start = false;
+  const SweepReport cold = sweep(options, "cold.db", source);
+  EXPECT_EQ(cold.shapes[1].warm_start, 0u);
+
+  // Without a budget, auto measures everything: brute force.
+  options.max_evals.reset();
+  options.shapes = {space_->parse_shape(s0_)};
+  const SweepReport every = sweep(options, "every.db", source);
+  EXPECT_EQ(every.shapes[0].strategy, "brute_force");
+  EXPECT_EQ(every.shapes[0].results.size(), space_->count(space_->parse_shape(s0_)));
 }
 
 }  // namespace

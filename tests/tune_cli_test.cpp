@@ -232,5 +232,63 @@ TEST_F(TuneCliTest, ReplayedSweepSummary) {
   EXPECT_EQ(out["totals"]["compile_threads"], 0);
 }
 
+// The default strategy with a budget searches (auto chooses bayes), starts
+// the second shape from the first's best, and the file's "# where:" line
+// restricts the candidates without --where.
+TEST_F(TuneCliTest, DefaultStrategySearchesAndWarmStartsAcrossShapes) {
+  const fs::path flagship = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" / "fused_mla_attention.yaml";
+  const fs::path recorded = fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps.csv";
+  Result r = tune({flagship.string(), "--replay", recorded.string(), "--shape", "B=2,T=32,H=4,D=16,R=24", "--shape",
+                   "B=4,T=256,H=8,D=32,R=64", "--max-evals", "40", "--seed", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "mlatune: h200_sweeps.csv measured only configs with SHAPE_BUCKETS == exact && "
+                         "ALGORITHM <= tf32x3_2k (its '# where:' line)"))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "B=2,T=32,H=4,D=16,R=24: 1354 valid configs, strategy bayes (chosen by auto), budget 40, "))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "B=4,T=256,H=8,D=32,R=64: 3205 valid configs, strategy bayes (chosen by auto), warm start "
+                         "from 1 configs tuned at other shapes"))
+      << r.err;
+  EXPECT_TRUE(has_line(r.out, "  search: bayes (chosen by auto)")) << r.out;
+  EXPECT_TRUE(has(r.out, "  search: bayes (chosen by auto), first 1 configs tuned at other shapes")) << r.out;
+
+  // --no-warm-start: no hint.  The file's restriction given again with
+  // --where, spelled otherwise, is the same constraint: no error.
+  Result cold = tune({flagship.string(), "--replay", recorded.string(), "--shape", "B=4,T=256,H=8,D=32,R=64",
+                      "--max-evals", "5", "--seed", "3", "--no-warm-start", "--json", "--where",
+                      "SHAPE_BUCKETS==exact&&ALGORITHM<=tf32x3_2k"});
+  ASSERT_EQ(cold.code, 0) << cold.err;
+  json out = json::parse(cold.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << cold.out;
+  EXPECT_EQ(out["strategy"], "auto");
+  EXPECT_EQ(out["shapes"][0]["strategy"], "bayes");
+  EXPECT_EQ(out["shapes"][0]["warm_start"]["configs"], 0);
+}
+
+// A time budget (here far too small for 1354 configs) ends the search at a
+// shape, and the summary says so.
+TEST_F(TuneCliTest, ATimeBudgetEndsTheSearchAndTheSummarySaysSo) {
+  const fs::path flagship = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" / "fused_mla_attention.yaml";
+  const fs::path recorded = fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps.csv";
+  Result r = tune({flagship.string(), "--replay", recorded.string(), "--shape", "B=2,T=32,H=4,D=16,R=24",
+                   "--time-budget", "0.001s", "--seed", "3", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json out = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << r.out;
+  EXPECT_EQ(out["time_budget"], "0.001s");
+  EXPECT_EQ(out["shapes"][0]["time_budget_spent"], true);
+  EXPECT_LT(out["shapes"][0]["evaluated"].get<int>(), 1354);
+  EXPECT_EQ(out["shapes"][0]["strategy"], "bayes");  // the clock may stop it: auto searches
+
+  Result text = tune({flagship.string(), "--replay", recorded.string(), "--shape", "B=4,T=256,H=8,D=32,R=64",
+                      "--time-budget", "0.001s", "--seed", "3"});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "  stopped: the time budget of 0.001s a shape was spent after ")) << text.out;
+
+  Result bad = tune({flagship.string(), "--time-budget", "5 minutes"});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_TRUE(has(bad.err, "--time-budget '5 minutes': column 2: unknown unit ' '")) << bad.err;
+}
+
 }  // namespace
 }  // namespace mlatune

@@ -7,14 +7,59 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
+
+#include <zlib.h>
 
 #include "core/error.h"
 
 namespace mlatune {
 namespace {
+
+/// Owns a gzFile; closing is the only way to learn that a read ended in a
+/// corrupt stream, so the reader closes explicitly and this only cleans up.
+struct GzCloser {
+  void operator()(gzFile file) const noexcept { (void)gzclose(file); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+/// The whole of a gzip-compressed file, decompressed.
+std::string read_gzip(const std::filesystem::path& file) {
+  GzFile in(gzopen(file.c_str(), "rb"));
+  if (!in)
+    throw EnvironmentError(
+        fmt::format("cannot open replay data '{}': {}", file.string(), std::strerror(errno)));
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const int n = gzread(in.get(), buffer, sizeof buffer);
+    if (n < 0) {
+      int code = 0;
+      const char* message = gzerror(in.get(), &code);
+      throw InputError({file.string(), 0, 0}, fmt::format("not a readable gzip file: {}", message));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  const int closed = gzclose(in.release());
+  if (closed != Z_OK)
+    throw InputError({file.string(), 0, 0}, fmt::format("gzip stream ends badly (zlib error {})", closed));
+  return text;
+}
+
+/// The restriction of a "# where: EXPR" comment line, if `line` is one.
+std::optional<std::string> where_directive(std::string_view line) {
+  static constexpr std::string_view kDirective = "# where:";
+  if (line.substr(0, kDirective.size()) != kDirective) return std::nullopt;
+  std::string_view rest = line.substr(kDirective.size());
+  while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+  while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\r' || rest.back() == '\t')) rest.remove_suffix(1);
+  return std::string(rest);
+}
 
 std::optional<double> parse_number(const std::string& text) {
   double value = 0;
@@ -102,6 +147,7 @@ std::vector<CsvRow> parse_csv(std::string_view text, const std::string& file_nam
 }
 
 ReplayData ReplayData::load(const std::filesystem::path& file, const SearchSpace& space) {
+  if (file.extension() == ".gz") return parse(read_gzip(file), file.string(), space);
   std::ifstream in(file, std::ios::binary);
   if (!in)
     throw EnvironmentError(
@@ -128,6 +174,24 @@ ReplayData ReplayData::parse(std::string_view text, const std::string& file_name
                     outcome_col = column("outcome"), median_col = column("median_us");
 
   ReplayData data(space);
+  // Directives live in the comment lines before the header, which
+  // parse_csv skips: read them from the text (before the header no quoted
+  // field can span lines, so a line is a line).
+  int line_number = 0;
+  for (std::size_t at = 0; at < text.size() && line_number + 1 < header.line;) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    ++line_number;
+    if (auto where = where_directive(text.substr(at, end - at))) {
+      if (where->empty()) throw InputError({file_name, line_number, 1}, "'# where:' without a constraint");
+      try {
+        space.check_constraint(*where);
+      } catch (const InputError& e) {
+        throw InputError({file_name, line_number, 1}, "# where: " + e.message());
+      }
+      data.restriction_.push_back(std::move(*where));
+    }
+    at = end + 1;
+  }
   for (std::size_t r = 1; r < rows.size(); ++r) {
     const CsvRow& row = rows[r];
     const SourceLocation where{file_name, row.line, 0};
@@ -206,6 +270,13 @@ double ReplayData::optimum(const Shape& shape) const {
   return *best;
 }
 
+Config ReplayData::best_config(const Shape& shape) const {
+  const double best = optimum(shape);
+  for (const auto& [config, time] : measurements_.at(shape))
+    if (time && *time == best) return config;
+  throw InternalError("replay: the optimum's config is missing");
+}
+
 std::optional<std::size_t> ReplayTrace::evaluations_to_within(double optimum,
                                                               double fraction) const {
   const double target = optimum * (1.0 + fraction);
@@ -220,14 +291,29 @@ double ReplayTrace::best_after_evaluations(std::size_t evaluations) const {
 }
 
 ReplayTrace replay(Strategy& strategy, const ReplayData& data, const Shape& shape,
-                   std::size_t budget, std::optional<double> stop_at) {
+                   std::size_t budget, std::optional<double> stop_at, Unrecorded unrecorded,
+                   std::size_t lookahead) {
   ReplayTrace trace;
   double best = std::numeric_limits<double>::infinity();
+  std::deque<Config> in_flight;
+  bool exhausted = false;
   while (trace.best_after.size() < budget) {
-    auto config = strategy.next();
-    if (!config) break;
-    auto time = data.time(shape, *config);
-    strategy.observe(*config, time);
+    while (!exhausted && in_flight.size() < std::max<std::size_t>(1, lookahead)) {
+      auto config = strategy.next();
+      if (!config) {
+        exhausted = true;
+        break;
+      }
+      in_flight.push_back(std::move(*config));
+    }
+    if (in_flight.empty()) break;
+    const Config config = std::move(in_flight.front());
+    in_flight.pop_front();
+    // Skipped as it comes up, not as it is proposed: it held its place
+    // among the proposals in flight, as it would in a sweep of the space.
+    if (unrecorded == Unrecorded::skip && !data.contains(shape, config)) continue;
+    auto time = data.time(shape, config);
+    strategy.observe(config, time);
     if (time) best = std::min(best, *time);
     trace.best_after.push_back(best);
     if (stop_at && best <= *stop_at) break;

@@ -5,7 +5,15 @@
 // The CSV (RFC 4180 quoting; lines starting with # are comments) has a header
 // naming at least the columns shape, config, outcome and median_us.  Shapes
 // and configs are parsed against the search space as they are read, so a
-// lookup compares typed values, not spellings.
+// lookup compares typed values, not spellings.  A file whose name ends in .gz
+// is gzip-compressed (large exhaustive fixtures).
+//
+// A comment line "# where: EXPR" before the header states a restriction: the recording
+// measured only the configs of the space that satisfy EXPR (a constraint
+// over parameters and shape variables, as `tune --where` takes), e.g. those
+// that existed when it was recorded.  Replays search the space restricted so
+// (ReplayData::restriction), the same mechanism for every fixture, whatever
+// its shapes.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +53,9 @@ class ReplayData {
   static ReplayData parse(std::string_view text, const std::string& file_name,
                           const SearchSpace& space);
 
+  /// The constraints of the file's "# where:" lines, in order: replays
+  /// search the space restricted by them (SearchSpace::restrict).
+  const std::vector<std::string>& restriction() const { return restriction_; }
   /// The shapes measured, in order.
   std::vector<Shape> shapes() const;
   /// Configs measured at `shape` (0 for a shape not in the data).
@@ -59,12 +70,23 @@ class ReplayData {
   Outcome outcome(const Shape& shape, const Config& config) const;
   /// The fastest ok time at `shape`; InputError when there is none.
   double optimum(const Shape& shape) const;
+  /// The config of that time (the first in config order among equal ones).
+  Config best_config(const Shape& shape) const;
 
  private:
   explicit ReplayData(const SearchSpace& space) : space_(&space) {}
   const SearchSpace* space_;
   std::map<Shape, std::map<Config, std::optional<double>>> measurements_;
   std::map<Shape, std::map<Config, Outcome>> outcomes_;
+  std::vector<std::string> restriction_;
+};
+
+/// What replay() does with a proposed config the data lacks.
+enum class Unrecorded {
+  error,  // InputError: the data must be exhaustive at the shape
+  skip,   // not evaluated, not counted, not told to the strategy: a search
+          // over the recorded configs only (a fixture recording a sample);
+          // with a lookahead it still takes a place among those in flight
 };
 
 /// What one strategy did against replayed data: the best time after each
@@ -81,9 +103,13 @@ struct ReplayTrace {
 /// Runs `strategy` against the data at `shape` for at most `budget`
 /// evaluations: fewer when it exhausts the space, or once the best time is at
 /// or below `stop_at` when given.  The strategy keeps its state, so a second
-/// call continues the same search.  InputError when it proposes a config the
-/// data lacks.
+/// call continues the same search.  A proposed config the data lacks is as
+/// `unrecorded` says.  With a `lookahead` above 1 the strategy is asked for
+/// that many configs before it is told the first result, as a GPU sweep asks
+/// while candidates compile (MeasurementSource::lookahead); proposals still
+/// in flight when the replay stops are dropped, never measured.
 ReplayTrace replay(Strategy& strategy, const ReplayData& data, const Shape& shape,
-                   std::size_t budget, std::optional<double> stop_at = std::nullopt);
+                   std::size_t budget, std::optional<double> stop_at = std::nullopt,
+                   Unrecorded unrecorded = Unrecorded::error, std::size_t lookahead = 1);
 
 }  // namespace mlatune

@@ -51,12 +51,29 @@ struct StrategyMemory {
   std::uint64_t max_held_configs = 1u << 16;
 };
 
+/// What a strategy may know at a shape besides the space: the caller's budget
+/// and configs worth trying first.  Strategies that have no use for a field
+/// ignore it (brute force, random, annealing and model ignore them all), so
+/// an empty context changes nothing.
+struct StrategyContext {
+  /// The evaluations the caller allows at this shape; unset: every valid
+  /// config.  The caller still enforces it; `auto` chooses by it.
+  std::optional<std::uint64_t> max_evals;
+  /// A wall-time budget may end the search before `max_evals` (so even a
+  /// budget that covers the space may not be spent).
+  bool time_limited = false;
+  /// Configs tuned at other shapes of the same kernel, already made valid
+  /// here (tuner/strategies/warm_start.h), distinct, most promising first: a
+  /// strategy that warm-starts proposes these before anything else.
+  std::vector<Config> warm_start;
+};
+
 struct StrategyEntry;  // tuner/strategies/registry.h
 
 /// One of the registered strategies (tuner/strategies/registry.h), by
 /// handle: it can only name a strategy that exists, so a name is checked once,
 /// where it enters (parse_strategy_kind).  Default: the registry's first,
-/// brute force.
+/// auto.
 class StrategyKind {
  public:
   StrategyKind();
@@ -68,7 +85,7 @@ class StrategyKind {
   const StrategyEntry* entry_;
 };
 
-/// The registered name: "brute_force", "random", ...
+/// The registered name: "auto", "brute_force", "random", ...
 std::string_view to_string(StrategyKind);
 /// The strategy registered under `name`; anything else is an InputError that
 /// lists the registered names.
@@ -76,8 +93,16 @@ StrategyKind parse_strategy_kind(std::string_view name);
 /// Every registered strategy, in registry order.
 const std::vector<StrategyKind>& all_strategy_kinds();
 
+/// The strategy that `kind` stands for at a shape with `valid_configs`
+/// valid configs under `context`'s budget: `kind` itself, except for a
+/// strategy that chooses another (auto: tuner/strategies/auto.h).  Never
+/// one that chooses again.
+StrategyKind resolve_strategy(StrategyKind kind, std::uint64_t valid_configs, const StrategyContext& context);
+
+/// A strategy of `kind` (resolved first, by resolve_strategy) over `space` at
+/// `shape`.
 std::unique_ptr<Strategy> make_strategy(StrategyKind kind, const SearchSpace& space,
                                         const Shape& shape, std::uint64_t seed,
-                                        StrategyMemory memory = {});
+                                        StrategyMemory memory = {}, const StrategyContext& context = {});
 
 }  // namespace mlatune

@@ -12,6 +12,8 @@
 
 #include "core/error.h"
 #include "tuner/replay.h"
+#include "tuner/strategies/registry.h"
+#include "tuner/strategies/warm_start.h"
 #include "tuner/sweep_journal.h"
 
 namespace mlatune {
@@ -19,8 +21,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+/// The sweep's clock: the one the options give (tests), else the steady clock.
+Clock::time_point now(const SweepOptions& options) { return options.clock ? options.clock() : Clock::now(); }
+
+double seconds_since(const SweepOptions& options, Clock::time_point start) {
+  return std::chrono::duration<double>(now(options) - start).count();
 }
 
 /// The seed of a shape's search: the sweep's seed and the shape alone, not
@@ -60,6 +65,8 @@ class Sweep {
   ShapeReport run_shape(const Shape& shape, std::size_t shape_index);
   /// Whether this sweep's shard (if any) takes the shape at `shape_index`.
   bool takes_shape(std::size_t shape_index) const;
+  /// The sweep's clock.
+  Clock::time_point now() const { return mlatune::now(options_); }
 
  private:
   /// One shape's search in progress.
@@ -67,9 +74,10 @@ class Sweep {
     Shape shape;
     std::size_t index = 0;      // among the sweep's shapes
     std::uint64_t position = 0; // candidates of the sequence so far, every shard's
-    Clock::time_point start = Clock::now();
+    Clock::time_point start;
     ShapeReport report;
     std::uint64_t budget = 0;
+    StrategyKind kind;          // the strategy searching (auto resolved)
     std::unique_ptr<Strategy> strategy;
     EarlierResults earlier;
     std::set<Config> proposed;
@@ -78,8 +86,11 @@ class Sweep {
   };
 
   void plan_shape(ShapeRun& run);
+  StrategyContext strategy_context() const;
+  StrategyKind kind_at(const Shape& shape) const;
+  bool time_spent(ShapeRun& run) const;
   std::optional<Config> next_config(ShapeRun& run);
-  bool splits_configs() const;
+  bool splits_configs(StrategyKind kind) const;
   void refill(ShapeRun& run);
   std::uint64_t expected_total(const ShapeRun& run) const;
   void announce(const ShapeRun& run);
@@ -105,18 +116,38 @@ void Sweep::say(std::string line) {
   options_.progress(progress_);
 }
 
-bool Sweep::splits_configs() const {
-  return options_.shard && shard_split(options_.strategy) == ShardSplit::configs;
+// Given configs are one fixed list, split like a sequence that ignores
+// measurements.
+bool Sweep::splits_configs(StrategyKind kind) const {
+  return options_.shard && (options_.given || shard_split(kind) == ShardSplit::configs);
+}
+
+/// The budget a strategy is told: what auto chooses by.
+StrategyContext Sweep::strategy_context() const {
+  StrategyContext context;
+  context.max_evals = options_.max_evals;
+  context.time_limited = options_.time_budget.has_value();
+  return context;
+}
+
+/// What the sweep's strategy is at `shape` (auto chooses per shape), which
+/// every shard works out alike, so that they agree on how to split it.
+StrategyKind Sweep::kind_at(const Shape& shape) const {
+  return resolve_strategy(options_.strategy, subspace_.count(shape), strategy_context());
 }
 
 bool Sweep::takes_shape(std::size_t shape_index) const {
-  return !options_.shard || splits_configs() || shard_owns_shape(*options_.shard, shape_index);
+  if (!options_.shard) return true;
+  const bool split = options_.given ? splits_configs(options_.strategy)
+                                    : splits_configs(kind_at(options_.shapes[shape_index]));
+  return split || shard_owns_shape(*options_.shard, shape_index);
 }
 
 ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
   ShapeRun run;
   run.shape = shape;
   run.index = shape_index;
+  run.start = now();
   plan_shape(run);
   run.earlier = journal_.earlier(run.report.shape);
   refill(run);
@@ -130,7 +161,7 @@ ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
   }
   retime_fastest(run.report);
   journal_.look_up_best(run.report);
-  run.report.wall_s = seconds_since(run.start);
+  run.report.wall_s = seconds_since(options_, run.start);
   return std::move(run.report);
 }
 
@@ -142,7 +173,17 @@ void Sweep::plan_shape(ShapeRun& run) {
   run.budget = options_.max_evals.value_or(run.report.valid_configs);
   run.default_offered = !plan_.default_first || options_.given;
   if (!options_.given) {
-    run.strategy = make_strategy(options_.strategy, subspace_, run.shape, strategy_seed(seed_, run.report.shape));
+    StrategyContext context = strategy_context();
+    run.kind = resolve_strategy(options_.strategy, run.report.valid_configs, context);
+    run.report.strategy = to_string(run.kind);
+    if (options_.warm_start && run.kind.entry().warm_starts) {
+      strategies::WarmStart warm =
+          strategies::warm_start(subspace_, run.shape, journal_.tuned_elsewhere(run.report.shape));
+      run.report.warm_start = warm.configs.size();
+      run.report.warm_start_repaired = warm.repaired;
+      context.warm_start = std::move(warm.configs);
+    }
+    run.strategy = make_strategy(run.kind, subspace_, run.shape, strategy_seed(seed_, run.report.shape), {}, context);
     return;
   }
   const std::vector<Config> given = options_.given->at(run.shape);
@@ -155,10 +196,12 @@ void Sweep::plan_shape(ShapeRun& run) {
 // is not evaluated again; its result is told to the strategy instead (resume).
 // A shard skips the positions of the sequence that other shards evaluate
 // (tuner/shard.h); the strategies whose sequence is split never look at the
-// measurements, so they need not be told.
+// measurements, so they need not be told.  Once the time budget is spent,
+// nothing more is proposed.
 std::optional<Config> Sweep::next_config(ShapeRun& run) {
   ShapeReport& report = run.report;
   while (run.position < run.budget) {
+    if (time_spent(run)) return std::nullopt;
     std::optional<Config> config;
     if (!run.default_offered) {
       run.default_offered = true;
@@ -170,7 +213,7 @@ std::optional<Config> Sweep::next_config(ShapeRun& run) {
     if (!config) return std::nullopt;
     if (!run.proposed.insert(*config).second) continue;
     const std::uint64_t position = run.position++;
-    if (splits_configs() && !shard_owns_candidate(*options_.shard, run.index, position)) {
+    if (splits_configs(run.kind) && !shard_owns_candidate(*options_.shard, run.index, position)) {
       ++report.other_shards;
       continue;
     }
@@ -186,6 +229,12 @@ std::optional<Config> Sweep::next_config(ShapeRun& run) {
   return std::nullopt;
 }
 
+bool Sweep::time_spent(ShapeRun& run) const {
+  if (!options_.time_budget || now() - run.start < options_.time_budget->limit) return false;
+  run.report.time_budget_spent = true;
+  return true;
+}
+
 void Sweep::refill(ShapeRun& run) {
   while (run.in_flight.size() < source_.lookahead()) {
     std::optional<Config> config = next_config(run);
@@ -199,7 +248,7 @@ void Sweep::refill(ShapeRun& run) {
 std::uint64_t Sweep::expected_total(const ShapeRun& run) const {
   const std::uint64_t positions = std::min<std::uint64_t>(run.budget, run.report.valid_configs);
   const std::uint64_t ours =
-      splits_configs() ? shard_candidate_count(*options_.shard, run.index, positions) : positions;
+      splits_configs(run.kind) ? shard_candidate_count(*options_.shard, run.index, positions) : positions;
   return ours - std::min(run.report.already_measured, ours);
 }
 
@@ -207,11 +256,18 @@ void Sweep::announce(const ShapeRun& run) {
   progress_ = SweepProgress{};
   progress_.shape = run.report.shape;
   progress_.total = expected_total(run);
-  say(fmt::format("{}: {} valid configs, {}, budget {}, {} already in the database", run.report.shape,
-                  run.report.valid_configs,
-                  options_.given ? fmt::format("given configs ({} skipped: invalid here)", run.report.skipped.size())
-                                 : fmt::format("strategy {}", to_string(options_.strategy)),
-                  run.budget, run.report.already_measured));
+  std::string strategy = fmt::format("given configs ({} skipped: invalid here)", run.report.skipped.size());
+  if (!options_.given) {
+    strategy = fmt::format("strategy {}", to_string(run.kind));
+    if (run.kind != options_.strategy) strategy += fmt::format(" (chosen by {})", to_string(options_.strategy));
+    if (run.report.warm_start > 0)
+      strategy += fmt::format(", warm start from {} configs tuned at other shapes ({} repaired)",
+                              run.report.warm_start, run.report.warm_start_repaired);
+  }
+  say(fmt::format("{}: {} valid configs, {}, budget {}{}, {} already in the database", run.report.shape,
+                  run.report.valid_configs, strategy, run.budget,
+                  options_.time_budget ? fmt::format(" or {}", to_string(*options_.time_budget)) : std::string(),
+                  run.report.already_measured));
 }
 
 void Sweep::measure_next(ShapeRun& run) {
@@ -238,7 +294,7 @@ void Sweep::tally(ShapeRun& run, const Config& config, CandidateReport c) {
   if (c.outcome != Outcome::ok) ++progress_.failures;
   if (ok && (!progress_.best_us || c.timing->median_us < *progress_.best_us))
     progress_.best_us = c.timing->median_us;
-  progress_.elapsed_s = seconds_since(run.start);
+  progress_.elapsed_s = seconds_since(options_, run.start);
   if (config == space_.default_config()) report.default_config = c;
   say(fmt::format("[{}/{}] {} {} {}", progress_.done, progress_.total, c.config, to_string(c.outcome),
                   ok ? fmt::format("{:.2f} us{}", c.timing->median_us,
@@ -287,7 +343,7 @@ SweepReport sweep_all(const SearchSpace& space, MeasurementSource& source, Journ
   }
   journal.finish(RunStatus::finished);
   source.add_totals(report);
-  report.wall_s = seconds_since(start);
+  report.wall_s = seconds_since(options, start);
   return report;
 }
 
@@ -303,7 +359,7 @@ void check_cutoff(const SweepOptions& options) {
 SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& space_file,
                       const std::filesystem::path& database, MeasurementSource& source,
                       const DeviceInfo& device, const SweepOptions& options) {
-  const auto start = Clock::now();
+  const auto start = now(options);
   check_cutoff(options);
   const std::uint64_t seed = options.seed ? *options.seed : std::random_device{}();
   std::unique_ptr<Journal> journal = store_journal(database, space, space_file, device, options, source, seed);
@@ -327,7 +383,7 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
 
 SweepReport run_compile_sweep(const SearchSpace& space, const std::filesystem::path& database,
                               const SweepOptions& options) {
-  const auto start = Clock::now();
+  const auto start = now(options);
   SweepOptions every_config = options;
   // Every config in enumeration order, or with --max-evals a uniform random
   // subset; both strategies draw lazily, so memory stays bounded.

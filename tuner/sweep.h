@@ -8,6 +8,7 @@
 // guard against drift.  The same loop compiles without timing
 // (run_compile_sweep).  Results come back as values (tuner/sweep_report.h).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -21,6 +22,7 @@
 #include "tuner/shard.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep_report.h"
+#include "tuner/time_budget.h"
 #include "tuner/timing.h"
 
 namespace mlatune {
@@ -32,8 +34,22 @@ struct SweepOptions {
   std::vector<Shape> shapes;
   std::string arch;                         // compile target: the GPU's architecture
   unsigned jobs = 0;                        // compile threads; 0 = one per core
-  StrategyKind strategy;  // default: the registry's first, brute force
+  /// Default: the registry's first, auto (resolved per shape: ShapeReport::strategy).
+  StrategyKind strategy;
   std::optional<std::uint64_t> max_evals;   // per shape; unset = every valid config
+  /// Per shape: no candidate is proposed once this much wall time has gone
+  /// since the shape started (those already prepared are still measured);
+  /// unset: no limit.
+  std::optional<TimeBudget> time_budget;
+  /// Strategies that warm-start (bayes, auto where it chooses bayes) first
+  /// propose the best configs that the database holds for other shapes of
+  /// the kernel on this device when the shape starts (shapes tuned earlier
+  /// in this sweep included), repaired to be valid here
+  /// (tuner/strategies/warm_start.h).
+  bool warm_start = true;
+  /// The wall clock the time budget and the reported times read; unset:
+  /// std::chrono::steady_clock (a test gives one it controls).
+  std::function<std::chrono::steady_clock::time_point()> clock;
   std::optional<std::uint64_t> seed;        // inputs and sampling; unset = fresh
   TimingOptions timing;
   /// A candidate whose running median passes this multiple of the best

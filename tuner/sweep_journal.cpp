@@ -57,6 +57,17 @@ class StoreJournal final : public Journal {
     return earlier;
   }
 
+  // The same GPU model is what matters for a first guess: a driver update
+  // does not make another device's winners a worse one.
+  std::vector<strategies::TunedText> tuned_elsewhere(const std::string& shape) override {
+    std::vector<strategies::TunedText> tuned;
+    for (const BestRecord& b : store_.all_best())
+      if (b.kernel.name == kernel_.name && b.device.name == device_.name && b.device.arch == device_.arch &&
+          b.entry.shape != shape)
+        tuned.push_back({b.entry.shape, b.entry.config, b.entry.median_us});
+    return tuned;
+  }
+
   void record(const std::string& shape, const CandidateReport& candidate) override {
     store_.record(to_measurement(run_id_, shape, candidate));
   }
@@ -76,6 +87,8 @@ class StoreJournal final : public Journal {
     using nlohmann::json;
     const std::optional<std::string> origin = source.origin();
     return json{{"max_evals", options.max_evals ? json(*options.max_evals) : json()},
+                {"time_budget", options.time_budget ? json(to_string(*options.time_budget)) : json()},
+                {"warm_start", options.warm_start},
                 {"seed", seed},
                 {"replay", origin ? json(*origin) : json()},
                 {"cache", std::string(to_string(options.timing.cache))},
@@ -100,6 +113,7 @@ class NoJournal final : public Journal {
  public:
   std::int64_t run_id() const override { return 0; }
   EarlierResults earlier(const std::string&) override { return {}; }
+  std::vector<strategies::TunedText> tuned_elsewhere(const std::string&) override { return {}; }
   void record(const std::string&, const CandidateReport&) override {}
   void look_up_best(ShapeReport&) override {}
   void finish(RunStatus) override {}

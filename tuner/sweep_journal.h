@@ -10,8 +10,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cache/store.h"
+#include "tuner/strategies/warm_start.h"
 #include "tuner/sweep.h"
 
 namespace mlatune {
@@ -26,6 +28,10 @@ class Journal {
   virtual ~Journal() = default;
   virtual std::int64_t run_id() const = 0;
   virtual EarlierResults earlier(const std::string& shape) = 0;
+  /// The best configs held for shapes of this kernel other than `shape`, on
+  /// this device, of any kernel version and toolchain (a warm start only
+  /// proposes them first: tuner/strategies/warm_start.h).
+  virtual std::vector<strategies::TunedText> tuned_elsewhere(const std::string& shape) = 0;
   virtual void record(const std::string& shape, const CandidateReport& candidate) = 0;
   /// Fills the best config in the record after this sweep (best_config, best_us).
   virtual void look_up_best(ShapeReport& report) = 0;

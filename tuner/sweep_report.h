@@ -61,6 +61,17 @@ struct RetimedCandidate {
 struct ShapeReport {
   std::string shape;
   std::uint64_t valid_configs = 0;
+  /// The strategy that searched (auto resolved: "brute_force", "bayes");
+  /// empty for given configs.
+  std::string strategy;
+  /// Configs tuned at other shapes that the strategy was given to propose
+  /// first (SweepOptions::warm_start), and how many of them were repaired
+  /// to be valid here.
+  std::uint64_t warm_start = 0;
+  std::uint64_t warm_start_repaired = 0;
+  /// The time budget (SweepOptions::time_budget) ended the search here
+  /// before the budget of evaluations or the space did.
+  bool time_budget_spent = false;
   std::uint64_t planned = 0;           // configs this sweep chose to try
   std::uint64_t already_measured = 0;  // of those, skipped: committed earlier
   std::uint64_t other_shards = 0;      // candidates left to the other shards (tuner/shard.h)

@@ -108,7 +108,8 @@ class Annealing final : public Strategy {
 }  // namespace
 
 std::unique_ptr<Strategy> make_annealing(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
-                                         const StrategyMemory& memory) {
+                                         const StrategyMemory& memory,
+                                         const StrategyContext& /*context: unused*/) {
   return std::make_unique<Annealing>(space, shape, seed, memory);
 }
 

@@ -9,6 +9,7 @@
 namespace mlatune::strategies {
 
 std::unique_ptr<Strategy> make_annealing(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
-                                         const StrategyMemory& memory);
+                                         const StrategyMemory& memory,
+                                         const StrategyContext& context);
 
 }  // namespace mlatune::strategies

@@ -47,7 +47,8 @@ class BruteForce final : public Strategy {
 
 std::unique_ptr<Strategy> make_brute_force(const SearchSpace& space, const Shape& shape,
                                            std::uint64_t /*seed: the order is fixed*/,
-                                           const StrategyMemory& memory) {
+                                           const StrategyMemory& memory,
+                                           const StrategyContext& /*context: unused*/) {
   return std::make_unique<BruteForce>(space, shape, memory);
 }
 

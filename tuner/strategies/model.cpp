@@ -119,7 +119,8 @@ class ModelBased final : public Strategy {
 }  // namespace
 
 std::unique_ptr<Strategy> make_model(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
-                                     const StrategyMemory& memory) {
+                                     const StrategyMemory& memory,
+                                     const StrategyContext& /*context: unused*/) {
   return std::make_unique<ModelBased>(space, shape, seed, memory);
 }
 

@@ -28,7 +28,8 @@ class RandomSearch final : public Strategy {
 }  // namespace
 
 std::unique_ptr<Strategy> make_random(const SearchSpace& space, const Shape& shape, std::uint64_t seed,
-                                      const StrategyMemory& memory) {
+                                      const StrategyMemory& memory,
+                                      const StrategyContext& /*context: unused*/) {
   return std::make_unique<RandomSearch>(space, shape, seed, memory);
 }
 

@@ -16,7 +16,12 @@ namespace mlatune {
 
 /// Makes one strategy over `space` at `shape`.
 using StrategyFactory = std::unique_ptr<Strategy> (*)(const SearchSpace& space, const Shape& shape,
-                                                      std::uint64_t seed, const StrategyMemory& memory);
+                                                      std::uint64_t seed, const StrategyMemory& memory,
+                                                      const StrategyContext& context);
+
+/// For a strategy that stands for others (auto): the one it stands for at a
+/// shape with `valid_configs` valid configs under `context`'s budget.
+using StrategyChooser = StrategyKind (*)(std::uint64_t valid_configs, const StrategyContext& context);
 
 /// One registered strategy.
 struct StrategyEntry {
@@ -28,13 +33,19 @@ struct StrategyEntry {
   bool adapts = false;
   /// Whether its proposals depend on the seed.
   bool seeded = false;
+  /// Whether it proposes StrategyContext::warm_start first, so that the
+  /// sweep looks up configs tuned at other shapes for it.
+  bool warm_starts = false;
+  /// Set for a strategy that chooses another per shape; its flags above
+  /// then describe the most adaptive of its choices.
+  StrategyChooser choose = nullptr;
 };
 
 /// Every strategy, in the order --help lists them; the first is the default.
 std::span<const StrategyEntry> strategy_registry();
 
-/// "brute_force: every valid config, in enumeration order; random: ..." for
-/// help texts.
+/// "auto: ...; brute_force: every valid config, in enumeration order; ..."
+/// for help texts.
 std::string describe_strategies();
 
 }  // namespace mlatune
