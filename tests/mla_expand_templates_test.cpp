@@ -22,42 +22,12 @@
 #include "core/resource_usage.h"
 #include "core/space.h"
 #include "tests/named_shape.h"
+#include "tests/nvrtc_ptx.h"
 #include "tuner/compile_pool.h"
 
 namespace mlatune {
 namespace {
 
-// The PTX of one request (NVRTC straight, as the Compiler would compile it).
-std::string ptx_of(const CompileRequest& request) {
-  nvrtcProgram program = nullptr;
-  EXPECT_EQ(nvrtcCreateProgram(&program, request.source.c_str(), request.source_name.c_str(), 0, nullptr, nullptr),
-            NVRTC_SUCCESS);
-  std::vector<std::string> options = Compiler().options(request);
-  std::vector<const char*> argv;
-  for (const std::string& o : options) argv.push_back(o.c_str());
-  std::string ptx;
-  EXPECT_EQ(nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data()), NVRTC_SUCCESS);
-  std::size_t size = 0;
-  EXPECT_EQ(nvrtcGetPTXSize(program, &size), NVRTC_SUCCESS);
-  ptx.resize(size);
-  EXPECT_EQ(nvrtcGetPTX(program, ptx.data()), NVRTC_SUCCESS);
-  EXPECT_EQ(nvrtcDestroyProgram(&program), NVRTC_SUCCESS);
-  return ptx;
-}
-
-// The body of entry `name` in a PTX module: from its .entry to the next one.
-std::string entry_body(const std::string& ptx, const std::string& name) {
-  const std::size_t at = ptx.find(".entry " + name + "(");
-  if (at == std::string::npos) return {};
-  const std::size_t next = ptx.find(".entry ", at + 1);
-  return ptx.substr(at, next == std::string::npos ? std::string::npos : next - at);
-}
-
-std::size_t count_of(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 std::size_t parameter_index(const SearchSpace& space, const std::string& name) {
   const std::vector<Parameter>& parameters = space.parameters();

@@ -19,6 +19,7 @@
 #include "core/compiler.h"
 #include "core/space.h"
 #include "tests/named_shape.h"
+#include "tests/nvrtc_ptx.h"
 #include "tuner/compile_pool.h"
 
 namespace mlatune {
@@ -29,31 +30,6 @@ const std::filesystem::path& space_file = flagship_space_file;
 SearchSpace wgmma_space() {
   return SearchSpace::load(space_file)
       .restrict({"ALGORITHM == tf32x3_wgmma", "!FLOAT4", "!STAGE_WEIGHTS", "EXPAND_GEMM == mma_sync"});
-}
-
-// The PTX of one request (NVRTC straight, as the Compiler would compile it).
-std::string ptx_of(const CompileRequest& request) {
-  nvrtcProgram program = nullptr;
-  EXPECT_EQ(nvrtcCreateProgram(&program, request.source.c_str(), request.source_name.c_str(), 0, nullptr, nullptr),
-            NVRTC_SUCCESS);
-  std::vector<std::string> options = Compiler().options(request);
-  std::vector<const char*> argv;
-  for (const std::string& o : options) argv.push_back(o.c_str());
-  std::string ptx;
-  if (nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data()) == NVRTC_SUCCESS) {
-    std::size_t size = 0;
-    nvrtcGetPTXSize(program, &size);
-    ptx.resize(size);
-    nvrtcGetPTX(program, ptx.data());
-  }
-  nvrtcDestroyProgram(&program);
-  return ptx;
-}
-
-std::size_t count_of(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 class MlaWgmmaTemplates : public ::testing::TestWithParam<NamedShape> {};
