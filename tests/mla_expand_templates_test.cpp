@@ -28,7 +28,6 @@
 namespace mlatune {
 namespace {
 
-
 std::size_t parameter_index(const SearchSpace& space, const std::string& name) {
   const std::vector<Parameter>& parameters = space.parameters();
   for (std::size_t i = 0; i < parameters.size(); ++i)

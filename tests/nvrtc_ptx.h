@@ -1,5 +1,6 @@
-// PTX of a compile request straight from NVRTC, and counting text in it: for
-// the template tests that check which instructions a config compiles to.
+// PTX of a compile request straight from NVRTC, one entry's part of it, and
+// counting text in it: for the template tests that check which instructions
+// a config compiles to.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -32,6 +33,15 @@ inline std::string ptx_of(const CompileRequest& request) {
   }
   EXPECT_EQ(nvrtcDestroyProgram(&program), NVRTC_SUCCESS);
   return ptx;
+}
+
+/// The body of entry `name` in a PTX module: from its .entry to the next one
+/// (empty when the module has no such entry).
+inline std::string entry_body(const std::string& ptx, const std::string& name) {
+  const std::size_t at = ptx.find(".entry " + name + "(");
+  if (at == std::string::npos) return {};
+  const std::size_t next = ptx.find(".entry ", at + 1);
+  return ptx.substr(at, next == std::string::npos ? std::string::npos : next - at);
 }
 
 /// Occurrences of `what` in `text`.
