@@ -57,17 +57,21 @@ TEST(SpaceFallbacks, NotPartOfTheDefinitionHash) {
 
 TEST(SpaceFallbacks, TheLastFlagshipFallbackRunsTheIssuesShapes) {
   SearchSpace space = SearchSpace::load(shipped_dir / "fused_mla_attention.yaml");
-  ASSERT_EQ(space.fallbacks().size(), 2u);
-  const Config& wide = space.fallbacks().back();
-  for (const char* shape : {"B=4,T=300,H=16,D=64,R=131", "B=2,T=1000,H=12,D=72,R=96",
-                            "B=1,T=777,H=20,D=56,R=200", "B=2,T=32,H=4,D=16,R=24",
-                            "B=1,T=4096,H=16,D=128,R=512", "B=8,T=1,H=64,D=256,R=1024",
-                            "B=1,T=4096,H=1,D=8,R=16"}) {
-    SCOPED_TRACE(shape);
-    Shape s = space.parse_shape(shape);
-    Validity validity = space.check(wide, s);
-    EXPECT_TRUE(validity) << validity.failed_constraint;
-    EXPECT_TRUE(space.geometry(wide, s).valid()) << space.geometry(wide, s).invalid_reason;
+  // Two tiles, each with its expansion on wgmma (sm_90a) and then on
+  // mma.sync: the second of each pair runs everywhere.
+  ASSERT_EQ(space.fallbacks().size(), 4u);
+  for (const Config& wide : {space.fallbacks()[1], space.fallbacks()[3]}) {
+    SCOPED_TRACE(space.config_string(wide));
+    for (const char* shape : {"B=4,T=300,H=16,D=64,R=131", "B=2,T=1000,H=12,D=72,R=96",
+                              "B=1,T=777,H=20,D=56,R=200", "B=2,T=32,H=4,D=16,R=24",
+                              "B=1,T=4096,H=16,D=128,R=512", "B=8,T=1,H=64,D=256,R=1024",
+                              "B=1,T=4096,H=1,D=8,R=16"}) {
+      SCOPED_TRACE(shape);
+      Shape s = space.parse_shape(shape);
+      Validity validity = space.check(wide, s);
+      EXPECT_TRUE(validity) << validity.failed_constraint;
+      EXPECT_TRUE(space.geometry(wide, s).valid()) << space.geometry(wide, s).invalid_reason;
+    }
   }
 }
 
