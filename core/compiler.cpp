@@ -222,7 +222,14 @@ CompileRequest compile_request(const SearchSpace& space, const Config& config, c
   return request;
 }
 
-Compiler::Compiler() : version_(nvrtc_version()) {}
+namespace {
+bool lineinfo_requested() {
+  const char* value = std::getenv("MLATUNE_LINEINFO");
+  return value && std::string_view(value) == "1";
+}
+}  // namespace
+
+Compiler::Compiler() : version_(nvrtc_version()), lineinfo_(lineinfo_requested()) {}
 
 std::vector<std::string> Compiler::options(const CompileRequest& request) const {
   std::vector<std::string> options = {
@@ -230,9 +237,14 @@ std::vector<std::string> Compiler::options(const CompileRequest& request) const 
       "--std=c++17",
       // The resource report (registers, spills, shared memory) comes from here.
       "--ptxas-options=-v",
-      // Line tables let a profiler map time to template lines; code is unchanged.
-      "-lineinfo",
   };
+  // Line tables (-lineinfo) let a profiler map time to template lines, but
+  // NVRTC then also embeds the whole PTX text in the cubin
+  // (.nv_debug_ptx_txt): 70% of a flagship cubin, which every store read and
+  // module load at a first call pays for, and every stored binary keeps.  The
+  // code is the same either way, so they are opt-in (MLATUNE_LINEINFO=1).
+  // The option is part of the binary key: binaries built with it are others.
+  if (lineinfo_) options.push_back("-lineinfo");
   for (const auto& [name, value] : request.definitions)
     options.push_back(fmt::format("-D{}={}", name, value));
   options.insert(options.end(), request.extra_options.begin(), request.extra_options.end());

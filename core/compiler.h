@@ -138,8 +138,10 @@ class Compiler {
   Compiler();
 
   /// The options passed to NVRTC for `request`, in the order passed:
-  /// --gpu-architecture=<arch>, --std=c++17, --ptxas-options=-v, -lineinfo,
-  /// -D<name>=<value> for each definition, then the extra options.
+  /// --gpu-architecture=<arch>, --std=c++17, --ptxas-options=-v, -lineinfo
+  /// when MLATUNE_LINEINFO=1 was set at construction (for profiling: it
+  /// triples a cubin's size), -D<name>=<value> for each definition, then the
+  /// extra options.
   std::vector<std::string> options(const CompileRequest& request) const;
   BinaryKey key(const CompileRequest& request) const;
 
@@ -152,6 +154,7 @@ class Compiler {
 
  private:
   std::string version_;
+  bool lineinfo_ = false;  // MLATUNE_LINEINFO=1: -lineinfo (see options())
 };
 
 }  // namespace mlatune

@@ -325,9 +325,9 @@ std::string compile_program(const std::vector<std::string>& names) {
   std::string error;
   for (const std::string& name : names)
     if (nvrtcAddNameExpression(program, name.c_str()) != NVRTC_SUCCESS) error = "nvrtcAddNameExpression failed";
-  const char* options[] = {"--gpu-architecture=sm_90", "--std=c++17", "--ptxas-options=-v", "-lineinfo",
+  const char* options[] = {"--gpu-architecture=sm_90", "--std=c++17", "--ptxas-options=-v",
                            "-DSHAPE_H=8", "-DSHAPE_D=32", "-DSHAPE_R=64"};
-  if (error.empty() && nvrtcCompileProgram(program, 7, options) != NVRTC_SUCCESS) {
+  if (error.empty() && nvrtcCompileProgram(program, 6, options) != NVRTC_SUCCESS) {
     std::size_t size = 0;
     nvrtcGetProgramLogSize(program, &size);
     error.assign(size, '\0');

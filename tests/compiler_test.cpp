@@ -1,5 +1,6 @@
 #include "core/compiler.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 
@@ -182,6 +183,35 @@ TEST(Compiler, KeyIgnoresOptionOrderButNotContent) {
   CompileRequest changed_arch = a;
   changed_arch.arch = "sm_80";
   EXPECT_NE(compiler.key(a), compiler.key(changed_arch));
+}
+
+// Line tables are opt-in: with them NVRTC embeds the PTX text in the cubin,
+// which every first call then reads from the store and loads.
+TEST(Compiler, LineTablesOnlyWhenAskedForAndTheyMakeAnotherBinary) {
+  ASSERT_EQ(std::getenv("MLATUNE_LINEINFO"), nullptr) << "this test sets MLATUNE_LINEINFO itself";
+  const CompileRequest request = small_request();
+  const Compiler plain;
+  ASSERT_EQ(::setenv("MLATUNE_LINEINFO", "1", 1), 0);
+  const Compiler profiling;
+  ASSERT_EQ(::setenv("MLATUNE_LINEINFO", "0", 1), 0);
+  const Compiler zero;  // only "1" asks for them
+  ASSERT_EQ(::unsetenv("MLATUNE_LINEINFO"), 0);
+
+  EXPECT_FALSE(contains(plain.options(request), "-lineinfo"));
+  EXPECT_FALSE(contains(zero.options(request), "-lineinfo"));
+  EXPECT_TRUE(contains(profiling.options(request), "-lineinfo"));
+  EXPECT_NE(plain.key(request), profiling.key(request));
+  EXPECT_EQ(plain.key(request), zero.key(request));
+
+  CompileResult without = plain.compile(request);
+  CompileResult with = profiling.compile(request);
+  ASSERT_TRUE(without.ok()) << without.failure().message;
+  ASSERT_TRUE(with.ok()) << with.failure().message;
+  const std::string section = std::string(".nv_debug_ptx_txt") + '\0';
+  EXPECT_EQ(without.binary().cubin.find(section), std::string::npos);
+  EXPECT_NE(with.binary().cubin.find(section), std::string::npos);
+  EXPECT_LT(without.binary().cubin.size(), with.binary().cubin.size());
+  EXPECT_EQ(without.binary().usage.registers, with.binary().usage.registers);
 }
 
 TEST(Compiler, ArchitecturesAreCheckedAgainstNvrtc) {
