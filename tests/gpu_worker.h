@@ -3,6 +3,7 @@
 // never in the test process) of whether a GPU is usable, so that every test
 // can skip with the reason.
 #pragma once
+#include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -13,7 +14,11 @@ namespace mlatune {
 
 inline WorkerOptions worker_options() {
   WorkerOptions options;
-  options.executable = std::filesystem::path(MLATUNE_BINARY_DIR) / "mlatune-worker";
+  // MLATUNE_WORKER, when set, names the worker (test binaries copied away
+  // from their build tree, e.g. to a GPU machine); else this build's.
+  const char* chosen = std::getenv("MLATUNE_WORKER");
+  options.executable = chosen && *chosen ? std::filesystem::path(chosen)
+                                         : std::filesystem::path(MLATUNE_BINARY_DIR) / "mlatune-worker";
   return options;
 }
 
