@@ -11,31 +11,37 @@
 // for d >= D, as in mla_wgmma_expand.cuh) of one matrix, K or V, so that
 // there are 2 H dp / kFCols blocks, and its 256 threads split R: thread
 // (warp w, lane l) owns 4 columns, group l % 4, and the rows r = s + 64 i of
-// R for its slice s = l / 4 + 8 w, four rows in flight at a time.  Few
-// accumulators (kFRows = 8 rows x 4 columns) keep three blocks per SM, so
-// that enough loads are in flight to pull the weights at the memory's rate
-// (ncu: 32 x 16 with two in flight reached 0.65 TB/s at decode).  Every row
+// R for its slice s = l / 4 + 8 w.  The block is short (R / 64 rows per
+// thread), so its time is a chain of memory latencies, not bandwidth (ncu on
+// the H200: 0.34-0.84 TB/s at decode shapes with the weights read in the
+// r loop after the latent rows were staged).  So each thread loads the
+// weights of its first kFPre rows (R <= 64 kFPre: all of them) into
+// registers before it stages the latent rows, and keeps them for every
+// chunk of rows; the staging's loads are unrolled; the rows past kFPre are
+// read in the loop, two in flight.  Every row
 // of the weights is read by 64-byte pieces, each element once; the latent rows
 // are staged in shared memory, transposed ([r][row]), and read as
 // broadcasts.  Per thread the accumulators of kFRows latent rows x 4 columns;
 // B*T beyond kFRows is done in chunks of kFRows rows (the weights then come
-// from L2).  The 32 slices are summed in a fixed order (shuffles within the
+// from L2, past the first kFPre).  The 64 slices are summed in a fixed order (shuffles within the
 // warp, then shared memory across the 8 warps), so the result is
 // deterministic.
 //
-// Accuracy: each output is an fp32 sum of R products, 32 partial sums of
-// R / 64 terms each, added pairwise: its error is that of an fp32 dot
+// Accuracy: each output is an fp32 sum of R products, 64 partial sums of
+// R / 64 terms each (in increasing r), added pairwise: its error is that of an fp32 dot
 // product, below what the three TF32 products of the tensor-core tiles keep.
 
 namespace mla {
 
 static_assert(!kFmaExpand || (kFThreads == 256 && kFCols == 16 && kFRows == 8),
               "the thread map below is for 256 threads, 16 columns and 8 rows");
+constexpr int kFPre = 8;  // rows of weights per thread loaded before the staging: R <= 512 all
 
 // Shared memory (floats): the latent chunk transposed, [rp][kFRows]; then the
 // cross-warp partial sums [8 warps][kFCols / 4 groups][kFRows][4].
 __device__ __forceinline__ void fma_stage_latent(float* lat_t, const float* kv_latent, int m0, int rows,
                                                  const Dims& dims, int tid) {
+#pragma unroll 4
   for (int i = tid; i < kFRows * dims.rp; i += kFThreads) {
     const int m = i / dims.rp, r = i - m * dims.rp;  // consecutive threads: consecutive r of one row
     lat_t[r * kFRows + m] =
@@ -72,38 +78,48 @@ __device__ __forceinline__ void fma_expand_block(const float* __restrict__ kv_la
   const bool vec = dims.d % 4 == 0 && (reinterpret_cast<unsigned long long>(w) & 15) == 0;
   float* lat_t = smem;
   float* partial = smem + dims.rp * kFRows;
+  // The 4 weights of this thread's columns in row r (zero where a column has none).
+  auto weights = [&](int r) {
+    const float* wr = w + r * ld;
+    if (vec && col_ok[0]) return __ldg(reinterpret_cast<const float4*>(wr + col[0]));
+    return make_float4(col_ok[0] ? __ldg(wr + col[0]) : 0.0f, col_ok[1] ? __ldg(wr + col[1]) : 0.0f,
+                       col_ok[2] ? __ldg(wr + col[2]) : 0.0f, col_ok[3] ? __ldg(wr + col[3]) : 0.0f);
+  };
+  float4 pre[kFPre];
+#pragma unroll
+  for (int i = 0; i < kFPre; ++i) {
+    const int r = slice + 64 * i;
+    pre[i] = r < dims.r ? weights(r) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  float acc[kFRows][4];
+  // acc += latent rows (at r, from lat_t) x the 4 weights q.
+  auto fma_row = [&](int r, const float4 q) {
+    const float wv[4] = {q.x, q.y, q.z, q.w};
+    const float4* lr = reinterpret_cast<const float4*>(lat_t + r * kFRows);
+#pragma unroll
+    for (int q4 = 0; q4 < kFRows / 4; ++q4) {
+      const float4 l = lr[q4];
+      const float lv[4] = {l.x, l.y, l.z, l.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[4 * q4 + k][e] = fmaf(lv[k], wv[e], acc[4 * q4 + k][e]);
+    }
+  };
 
   for (int m0 = 0; m0 < rows; m0 += kFRows) {
     __syncthreads();  // the previous chunk's latent rows and partial sums are consumed
     fma_stage_latent(lat_t, kv_latent, m0, rows, dims, tid);
     __syncthreads();
-    float acc[kFRows][4];
 #pragma unroll
     for (int m = 0; m < kFRows; ++m)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[m][e] = 0.0f;
-#pragma unroll 4
-    for (int r = slice; r < dims.r; r += 64) {
-      float wv[4];
-      const float* wr = w + r * ld;
-      if (vec && col_ok[0]) {
-        const float4 q = __ldg(reinterpret_cast<const float4*>(wr + col[0]));
-        wv[0] = q.x, wv[1] = q.y, wv[2] = q.z, wv[3] = q.w;
-      } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) wv[e] = col_ok[e] ? __ldg(wr + col[e]) : 0.0f;
-      }
-      const float4* lr = reinterpret_cast<const float4*>(lat_t + r * kFRows);
-#pragma unroll
-      for (int q4 = 0; q4 < kFRows / 4; ++q4) {
-        const float4 l = lr[q4];
-        const float lv[4] = {l.x, l.y, l.z, l.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[4 * q4 + k][e] = fmaf(lv[k], wv[e], acc[4 * q4 + k][e]);
-      }
-    }
+    for (int i = 0; i < kFPre; ++i)
+      if (slice + 64 * i < dims.r) fma_row(slice + 64 * i, pre[i]);
+#pragma unroll 2
+    for (int r = slice + 64 * kFPre; r < dims.r; r += 64) fma_row(r, weights(r));
     // Sum the 8 slices of the warp (lanes 4 apart), then the 8 warps.
 #pragma unroll
     for (int m = 0; m < kFRows; ++m)

@@ -167,6 +167,42 @@ INSTANTIATE_TEST_SUITE_P(
                       NamedShape{"D39_R58", "B=2,T=97,H=13,D=39,R=58"}),
     shape_name);
 
+// The CUDA-core expansion (EXPAND_GEMM fma) at the shapes its code paths
+// turn on: R past the kFPre rows held in registers (R > 512), several chunks
+// of kFRows latent rows (B*T > 8, up to the 64 the space allows), odd D (the
+// scalar loads), the smallest shape, and the decode shapes where the H200 ran
+// it slowest.
+class MlaGpuFmaExpansion : public ::testing::TestWithParam<NamedShape> {};
+
+TEST_P(MlaGpuFmaExpansion, ConfigsMatchTheFloat64Reference) {
+  Worker worker(worker_options());
+  DeviceReport device = worker.probe_device();
+  if (!device.usable) GTEST_SKIP() << "no GPU: " << device.reason;
+
+  SearchSpace space = SearchSpace::load(space_file);
+  const SearchSpace fma = space.restrict({"EXPAND_GEMM == fma"});
+  Shape shape = space.parse_shape(GetParam().text);
+  std::mt19937_64 rng(20261202);
+  std::vector<Config> configs = covering_sample(fma, shape, 12, rng);
+  ASSERT_FALSE(configs.empty()) << "no fma config at " << GetParam().text;
+  WorkloadInfo workload = worker.set_workload(workload_request(space, shape));
+  Validated v = validate(space, shape, configs, worker, device.device.arch());
+  fmt::print("fma {} {} on {}: {} configs, {} ok, worst relative L2 {:.3g}\n", GetParam().name,
+             space.shape_string(shape), device.device.name, configs.size(), v.ok, v.worst);
+  EXPECT_EQ(v.ok, static_cast<int>(configs.size()));
+  EXPECT_EQ(v.per_value["EXPAND_GEMM=fma"], v.ok);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MlaGpuFmaExpansion,
+    ::testing::Values(NamedShape{"Decode_R547", "B=1,T=1,H=33,D=82,R=547"},
+                      NamedShape{"Chunks_R695", "B=6,T=4,H=12,D=120,R=695"},
+                      NamedShape{"OddD_R295", "B=5,T=4,H=22,D=175,R=295"},
+                      NamedShape{"Rows64_R1024", "B=8,T=8,H=3,D=16,R=1024"},
+                      NamedShape{"Smallest", "B=1,T=3,H=1,D=8,R=16"},
+                      NamedShape{"D248_R532", "B=6,T=1,H=26,D=248,R=532"}),
+    shape_name);
+
 // One binary, compiled at one shape, serves another shape of its bucket:
 // what lets the dispatcher run a shape without compiling.
 TEST(MlaGpuBucketedBinary, OneBinaryServesTwoShapesOfItsBucket) {
