@@ -76,10 +76,6 @@ struct DispatcherStats {
   /// them into the context (main kernel and prologue), readying the launch
   /// (attributes, shared-memory opt-in), and counting misses in the store.
   std::uint64_t choose_ns = 0, store_read_ns = 0, load_ns = 0, ready_ns = 0, miss_ns = 0;
-  /// Open launched an empty kernel, so that the process's first call does
-  /// not pay the driver's one-time launch set-up (false: it could not, and
-  /// MLATUNE_LOG=1 says why).
-  bool first_launch_primed = false;
 };
 
 /// What describe() reports for one shape.

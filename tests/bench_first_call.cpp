@@ -286,9 +286,8 @@ void prepare(Setup& s, const Flags& flags) {
                                          : warmed_range(db, *s.space, device.arch);
     const auto opening = std::chrono::steady_clock::now();
     s.dispatcher = Dispatcher::open(db, flags.space);
-    fmt::print("Dispatcher::open: {:.3f} ms host (first-launch prime {})\n",
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - opening).count(),
-               s.dispatcher->stats().first_launch_primed ? "done" : "not done");
+    fmt::print("Dispatcher::open: {:.3f} ms host\n",
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - opening).count());
     s.stream = std::make_unique<Stream>();
     register_shapes(s, flags);
   } catch (const std::exception& e) {

@@ -362,7 +362,6 @@ TEST_F(GpuDispatchTest, FirstUseChild) {
   EXPECT_EQ(stats.compiles, 0u) << "a stored shape must load its binary, not compile it";
   EXPECT_EQ(stats.binaries_from_store, 1u);
   EXPECT_EQ(stats.binaries_loaded, 1u);
-  EXPECT_TRUE(stats.first_launch_primed) << "open's empty kernel did not load or launch (MLATUNE_LOG=1 says why)";
   EXPECT_EQ(dispatcher->describe(shape(d)).choice.reason, ChoiceReason::hit);
   ValidationStats validation = workload.compare(0);
   EXPECT_EQ(validation.nonfinite, 0u);
