@@ -97,6 +97,7 @@ DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, Dispa
     if (a.shape != b.shape) return a.shape < b.shape;
     return a.median_us < b.median_us;
   });
+  index.space_->prepare_evaluators(first_use_evaluators);
   return index;
 }
 

@@ -94,7 +94,13 @@ struct SelectorOptions {
 /// lacks is never chosen, repaired to, or ranked.
 class DispatchIndex {
  public:
-  /// Reads all best entries once (the store may be read-only).
+  /// How many expression evaluators of its space build() prepares: as many
+  /// as choose(), ranked() and their repairs borrow at once, so that a
+  /// first use of a shape builds none (SearchSpace::prepare_evaluators).
+  static constexpr std::size_t first_use_evaluators = 2;
+
+  /// Reads all best entries once (the store may be read-only), and prepares
+  /// first_use_evaluators of the space.
   static DispatchIndex build(Store& store, const SearchSpace& space, DispatchTarget target,
                              SelectorOptions options = {});
 

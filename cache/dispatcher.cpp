@@ -123,7 +123,8 @@ struct Dispatcher::Impl {
   std::atomic<std::uint64_t> shapes{0}, binaries_loaded{0}, binaries_from_store{0}, compiles{0},
       binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0}, blocking_compiles{0},
       background_compiles{0}, background_failures{0}, stand_in_shapes{0}, switches{0};
-  std::atomic<std::uint64_t> choose_ns{0}, store_read_ns{0}, load_ns{0}, ready_ns{0}, miss_ns{0};
+  std::atomic<std::uint64_t> choose_ns{0}, store_read_ns{0}, load_ns{0}, ready_ns{0}, miss_ns{0}, rank_ns{0},
+      queue_ns{0}, first_launch_ns{0}, workspace_ns{0};
   mutable std::mutex error_mutex;     // for last_background_error (stats() must not wait on a compile)
   std::string last_background_error;
 
@@ -137,9 +138,11 @@ struct Dispatcher::Impl {
     return entry ? &entry->value.get() : nullptr;
   }
 
-  // The hit path: no lock, no allocation.
-  const Prepared& get(std::span<const std::int64_t> shape) {
+  // The hit path: no lock, no allocation.  `first` is set when this call
+  // prepared the shape (its launch is then timed: first_launch_ns).
+  const Prepared& get(std::span<const std::int64_t> shape, bool& first) {
     if (const auto* entry = prepared.find(shape)) return entry->value.get();
+    first = true;
     return first_use(shape);
   }
 
@@ -158,7 +161,10 @@ struct Dispatcher::Impl {
     const bool stand_in = made.stand_in && made.background_error.empty();
     const Prepared& result = prepared.insert(values, ShapeSlot(keep(std::move(made)))).value.get();
     ++shapes;
-    if (stand_in) compile_in_background(result.target, *shape, values);
+    if (stand_in) {
+      PhaseTimer timed(queue_ns);
+      compile_in_background(result.target, *shape, values);
+    }
     if (log)
       std::fprintf(stderr, "mlatune dispatch: %s %s: %s\n", space->kernel_name().c_str(),
                    shape ? space->shape_string(*shape).c_str() : fmt::format("{}", fmt::join(values, ",")).c_str(),
@@ -238,7 +244,11 @@ struct Dispatcher::Impl {
   /// Readies the first ranked alternative whose binary is loaded or stored
   /// and that can launch here; false when there is none.
   bool run_stand_in(const Shape& shape, Prepared& p) {
-    std::vector<Choice> ranked = index->ranked(shape, stand_in_candidates);
+    std::vector<Choice> ranked;
+    {
+      PhaseTimer timed(rank_ns);
+      ranked = index->ranked(shape, stand_in_candidates);
+    }
     for (const Choice& candidate : ranked) {
       if (!candidate.ok() || candidate.config == p.target.config) continue;
       Prepared trial;
@@ -468,7 +478,10 @@ struct Dispatcher::Impl {
   /// The launch of a prepared shape with the caller's buffers (their count
   /// checked): scalars from the shape, workspaces as launch() says.  No
   /// allocation unless the kernel has more than max_stack_arguments.
-  static void launch_prepared(const DispatchLaunch& launch, void* const* buffers, void* stream) {
+  /// `workspace_sum`, when given, adds the host time of the workspaces'
+  /// allocation and release (first launches only: the hit path passes none).
+  static void launch_prepared(const DispatchLaunch& launch, void* const* buffers, void* stream,
+                              std::atomic<std::uint64_t>* workspace_sum = nullptr) {
     const std::size_t n = launch.arguments.size();
     void* stack[max_stack_arguments];
     std::vector<void*> heap;
@@ -480,8 +493,16 @@ struct Dispatcher::Impl {
     point_arguments(launch, buffers, arguments);
     // Without a running prologue a workspace slot is already a null scalar.
     if (launch.runs_prologue()) [[unlikely]]
-      return launch_with_workspace(launch, arguments, stream);
+      return launch_with_workspace(launch, arguments, stream, workspace_sum);
     check_launch(launch.sequence.issue(arguments, stream));
+  }
+
+  /// Runs `launch` (a shape's first) timed into first_launch_ns, its
+  /// workspaces' share into workspace_ns.
+  template <class Launch>
+  void first_launch(Launch&& launch) {
+    PhaseTimer timed(first_launch_ns);
+    launch(&workspace_ns);
   }
 
   [[noreturn]] static void fail(const Prepared& p) {
@@ -504,7 +525,8 @@ struct Dispatcher::Impl {
   /// prologue runs, by scratch allocated on `stream` for this launch only
   /// (stream-ordered: callers on other streams never share it), then
   /// prologue and main back to back, then the scratch freed on `stream`.
-  static void launch_with_workspace(const DispatchLaunch& d, void* const* arguments, void* stream) {
+  static void launch_with_workspace(const DispatchLaunch& d, void* const* arguments, void* stream,
+                                    std::atomic<std::uint64_t>* workspace_sum = nullptr) {
     // On the stack unless the kernel has more arguments than max_stack_arguments:
     // a hit of a config without a running prologue allocates nothing.
     const std::size_t n = d.arguments.size(), w = d.workspace_positions.size();
@@ -529,6 +551,8 @@ struct Dispatcher::Impl {
     // Frees whatever was allocated, on the same stream, after the kernels
     // (or at once when a launch failed: nothing then reads it).
     auto free_all = [&](bool throwing) {
+      std::optional<PhaseTimer> timed;
+      if (workspace_sum) timed.emplace(*workspace_sum);
       cudaError_t first = cudaSuccess;
       for (std::size_t k = 0; k < w; ++k) {
         void*& pointer = scratch[k];
@@ -545,10 +569,14 @@ struct Dispatcher::Impl {
       }
     };
     try {
-      for (std::size_t k = 0; k < w; ++k) {
-        auto bytes = static_cast<std::size_t>(d.workspace_bytes[k]);
-        if (bytes == 0) continue;  // an empty workspace stays a null pointer
-        MLATUNE_CUDA(cudaMallocAsync(&scratch[k], bytes, s));
+      {
+        std::optional<PhaseTimer> timed;
+        if (workspace_sum) timed.emplace(*workspace_sum);
+        for (std::size_t k = 0; k < w; ++k) {
+          auto bytes = static_cast<std::size_t>(d.workspace_bytes[k]);
+          if (bytes == 0) continue;  // an empty workspace stays a null pointer
+          MLATUNE_CUDA(cudaMallocAsync(&scratch[k], bytes, s));
+        }
       }
       check_launch(d.sequence.issue(list, stream));
     } catch (...) {
@@ -563,12 +591,12 @@ namespace {
 
 /// Launches whose prologue runs take their workspaces from the stream-ordered
 /// allocator (cudaMallocAsync).  The first such allocation in a process sets
-/// up the device's memory pool: on the H200 the first call of a process spent
-/// about 20 ms in its launch.  One byte allocated and freed here moves that
-/// to open.  Not all of it: on 2026-12-01 the process's first call still
-/// spent 7.4-8.4 ms in its launch against 0.7-0.8 ms at later first calls,
-/// and an empty kernel launched at open (tried then) did not remove that;
-/// its cause is not found yet (docs/performance.md, fifth run).
+/// up the device's memory pool (6.5 ms on the H200, 0.05 ms for a later
+/// allocation of 64 KB after the pool has been trimmed).  One byte allocated
+/// and freed here moves that to open.  (The 5-8 ms that the process's first
+/// call still spent on 2026-12-01 were not the launch: DispatcherStats'
+/// phases showed them in the stand-ins' ranking, which built a second
+/// expression evaluator; open now prepares them, above.)
 void prime_stream_ordered_allocator() {
   void* pointer = nullptr;
   MLATUNE_CUDA(cudaMallocAsync(&pointer, 1, nullptr));
@@ -611,6 +639,10 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   impl->mode = options.compile;
   impl->index = std::make_unique<DispatchIndex>(
       DispatchIndex::build(impl->store, *impl->space, DispatchTarget{impl->device, ToolchainInfo::current()}));
+  // A first use plans its launch on this space while the background thread
+  // may be preparing a compile on it: evaluators for both, built here rather
+  // than on a caller's first call (milliseconds each).
+  impl->space->prepare_evaluators(DispatchIndex::first_use_evaluators + 1);
   if (impl->space->prologue()) prime_stream_ordered_allocator();
   if (options.record_misses && !impl->store.read_only()) {
     try {
@@ -623,8 +655,15 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
 }
 
 void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, void* stream) {
-  const Prepared& p = impl_->get(shape);
+  bool first = false;
+  const Prepared& p = impl_->get(shape, first);
   if (!p.launch.ready()) Impl::fail(p);
+  if (first) [[unlikely]]
+    return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
+      if (!p.launch.workspace_positions.empty())
+        return Impl::launch_with_workspace(p.launch, arguments, stream, workspace_sum);
+      Impl::check_launch(p.launch.sequence.issue(arguments, stream));
+    });
   if (!p.launch.workspace_positions.empty()) [[unlikely]]
     return Impl::launch_with_workspace(p.launch, arguments, stream);
   Impl::check_launch(p.launch.sequence.issue(arguments, stream));
@@ -632,18 +671,24 @@ void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, v
 
 void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const* buffers,
                                 std::size_t buffer_count, void* stream) {
-  const Prepared& p = impl_->get(shape);
+  bool first = false;
+  const Prepared& p = impl_->get(shape, first);
   if (!p.launch.ready()) Impl::fail(p);
   if (buffer_count != p.launch.buffer_count)
     throw InputError(fmt::format("{} takes {} buffers; {} given", impl_->space->kernel_name(),
                                  p.launch.buffer_count, buffer_count));
+  if (first) [[unlikely]]
+    return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
+      Impl::launch_prepared(p.launch, buffers, stream, workspace_sum);
+    });
   Impl::launch_prepared(p.launch, buffers, stream);
 }
 
 void Dispatcher::launch_buffers_checked(std::span<const std::int64_t> shape, void* const* buffers,
                                         const std::size_t* buffer_bytes, std::size_t buffer_count,
                                         void* stream) {
-  const Prepared& p = impl_->get(shape);
+  bool first = false;
+  const Prepared& p = impl_->get(shape, first);
   // The caller's arguments are checked against the space first, whatever the
   // database holds for the shape: a malformed shape, then the buffers.
   if (!p.shape_ok) Impl::fail(p);
@@ -654,6 +699,10 @@ void Dispatcher::launch_buffers_checked(std::span<const std::int64_t> shape, voi
     short_buffer = given[i] < static_cast<std::uint64_t>(p.buffer_bytes[i]);
   if (short_buffer) impl_->signature->check_bytes(shape, p.buffer_bytes, given);  // throws, naming it
   if (!p.launch.ready()) Impl::fail(p);
+  if (first) [[unlikely]]
+    return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
+      Impl::launch_prepared(p.launch, buffers, stream, workspace_sum);
+    });
   Impl::launch_prepared(p.launch, buffers, stream);
 }
 
@@ -707,6 +756,10 @@ DispatcherStats Dispatcher::stats() const {
   s.load_ns = impl_->load_ns;
   s.ready_ns = impl_->ready_ns;
   s.miss_ns = impl_->miss_ns;
+  s.rank_ns = impl_->rank_ns;
+  s.queue_ns = impl_->queue_ns;
+  s.first_launch_ns = impl_->first_launch_ns;
+  s.workspace_ns = impl_->workspace_ns;
   std::lock_guard lock(impl_->error_mutex);
   s.last_background_error = impl_->last_background_error;
   return s;

@@ -74,8 +74,12 @@ struct DispatcherStats {
   /// Host time of first uses, by phase, summed over shapes (nanoseconds): the
   /// choice (index lookup, repair), reading cubins from the store, loading
   /// them into the context (main kernel and prologue), readying the launch
-  /// (attributes, shared-memory opt-in), and counting misses in the store.
-  std::uint64_t choose_ns = 0, store_read_ns = 0, load_ns = 0, ready_ns = 0, miss_ns = 0;
+  /// (attributes, shared-memory opt-in), counting misses in the store,
+  /// ranking the stand-ins (when the choice's binary is absent), queueing
+  /// the choice's background compile, and the first launch's enqueue (its
+  /// kernels and, inside it, the workspaces' allocation and release).
+  std::uint64_t choose_ns = 0, store_read_ns = 0, load_ns = 0, ready_ns = 0, miss_ns = 0, rank_ns = 0,
+                queue_ns = 0, first_launch_ns = 0, workspace_ns = 0;
 };
 
 /// What describe() reports for one shape.

@@ -133,8 +133,24 @@ SearchSpace::Impl::Lease SearchSpace::Impl::lease() const {
     }
   }
   // Built outside the lock: compiling every expression takes a while.
+  ++evaluators_built_;
   return Lease(*this, std::make_unique<ExpressionEvaluator>(symbols, expression_texts));
 }
+
+void SearchSpace::prepare_evaluators(std::size_t count) const {
+  for (;;) {
+    {
+      std::lock_guard lock(impl_->pool_mutex_);
+      if (impl_->pool_.size() >= count) return;
+    }
+    auto evaluator = std::make_unique<ExpressionEvaluator>(impl_->symbols, impl_->expression_texts);
+    ++impl_->evaluators_built_;
+    std::lock_guard lock(impl_->pool_mutex_);
+    impl_->pool_.push_back(std::move(evaluator));
+  }
+}
+
+std::uint64_t SearchSpace::evaluators_built() const { return impl_->evaluators_built_; }
 
 void SearchSpace::Impl::check_shape(const Shape& shape) const {
   if (shape.values.size() != shape_variables.size())

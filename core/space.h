@@ -238,6 +238,16 @@ class SearchSpace {
   Config parse_config(std::string_view text) const;
   std::string config_string(const Config&) const;
 
+  // ---- expression evaluators ---------------------------------------------
+  /// Every check, geometry and enumeration call borrows an evaluator (all the
+  /// space's expressions compiled: milliseconds for the fused MLA space) from
+  /// a pool, building one when the pool is empty.  This builds evaluators
+  /// until the pool holds `count`, so that later calls nesting up to `count`
+  /// borrows (a dispatcher's first use of a shape does) build none.
+  void prepare_evaluators(std::size_t count) const;
+  /// Evaluators built so far by this object (not its copies).
+  std::uint64_t evaluators_built() const;
+
   // ---- enumeration (lazy) --------------------------------------------------
   /// Product of the value counts (saturates at UINT64_MAX).
   std::uint64_t raw_count() const;

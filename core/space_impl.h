@@ -2,6 +2,7 @@
 // evaluation), space_parse.cpp (reading the YAML) and space_enumerate.cpp
 // (lazy counting, iteration and sampling).  Not part of the public API.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -144,8 +145,10 @@ class SearchSpace::Impl : public SpaceData {
   std::size_t most_restrictive(const Shape& shape, std::uint64_t* removed) const;
 
  private:
+  friend class SearchSpace;  // prepare_evaluators, evaluators_built
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<ExpressionEvaluator>> pool_;
+  mutable std::atomic<std::uint64_t> evaluators_built_{0};
   mutable std::mutex count_mutex_;
   mutable std::map<Shape, std::uint64_t> count_cache_;
 };

@@ -12,7 +12,9 @@
 //     call: compiles (NVRTC runs), from_store (cubins read from the
 //     database), loaded (modules loaded into the context), and the host ms
 //     of its phases (choose, store read, module load, launch readying, miss
-//     record); the summary gives each phase's median per group.
+//     record, stand-in ranking, background queueing, the launch's enqueue
+//     with its workspaces' share); the summary gives each phase's median per
+//     group.
 //   - Shapes: `--inside=N` drawn from the warmed range and `--outside=N`
 //     from `--outside-range` (default for the fused MLA space: the benchmark
 //     distribution of docs/performance.md, B 1..8, T 1..4096, H 1..64, D
@@ -99,7 +101,12 @@ Flags take_flags(int& argc, char** argv) {
 
 /// Where a first call's host time went (DispatcherStats' phases), in ms.
 struct Phases {
-  double choose = 0, store_read = 0, load = 0, ready = 0, miss = 0;
+  double choose = 0, store_read = 0, load = 0, ready = 0, miss = 0, rank = 0, queue = 0, launch = 0, workspace = 0;
+  /// What the dispatcher's phases do not cover (the launch's workspace time
+  /// is inside `launch`).
+  double other(double host_ms) const {
+    return host_ms - (choose + store_read + load + ready + miss + rank + queue + launch);
+  }
 };
 
 struct FirstCall {
@@ -113,7 +120,9 @@ Phases phase_delta(const DispatcherStats& before, const DispatcherStats& after) 
   auto ms = [](std::uint64_t from, std::uint64_t to) { return static_cast<double>(to - from) * 1e-6; };
   return Phases{ms(before.choose_ns, after.choose_ns), ms(before.store_read_ns, after.store_read_ns),
                 ms(before.load_ns, after.load_ns), ms(before.ready_ns, after.ready_ns),
-                ms(before.miss_ns, after.miss_ns)};
+                ms(before.miss_ns, after.miss_ns), ms(before.rank_ns, after.rank_ns),
+                ms(before.queue_ns, after.queue_ns), ms(before.first_launch_ns, after.first_launch_ns),
+                ms(before.workspace_ns, after.workspace_ns)};
 }
 
 struct Setup {
@@ -228,8 +237,11 @@ void first_call(benchmark::State& state, Setup* s, Shape shape, bool inside) {
   state.counters["load_ms"] = call.phases.load;
   state.counters["ready_ms"] = call.phases.ready;
   state.counters["miss_ms"] = call.phases.miss;
-  state.counters["rest_ms"] = call.host_ms - (call.phases.choose + call.phases.store_read + call.phases.load +
-                                              call.phases.ready + call.phases.miss);
+  state.counters["rank_ms"] = call.phases.rank;
+  state.counters["queue_ms"] = call.phases.queue;
+  state.counters["launch_ms"] = call.phases.launch;
+  state.counters["workspace_ms"] = call.phases.workspace;
+  state.counters["rest_ms"] = call.phases.other(call.host_ms);
   state.counters["compiles"] = static_cast<double>(call.compiles);
   state.counters["from_store"] = static_cast<double>(after.binaries_from_store - before.binaries_from_store);
   state.counters["loaded"] = static_cast<double>(after.binaries_loaded - before.binaries_loaded);
@@ -302,7 +314,7 @@ double median_of(std::vector<double> values) {
 
 void print_summary(const Setup& s) {
   for (bool inside : {true, false}) {
-    std::vector<double> ms, choose, store_read, load, ready, miss, other;
+    std::vector<double> ms, choose, store_read, load, ready, miss, rank, queue, launch, workspace, other;
     std::uint64_t compiles = 0;
     for (const FirstCall& c : s.calls)
       if (c.inside == inside) {
@@ -313,8 +325,11 @@ void print_summary(const Setup& s) {
         load.push_back(c.phases.load);
         ready.push_back(c.phases.ready);
         miss.push_back(c.phases.miss);
-        const Phases& f = c.phases;
-        other.push_back(c.host_ms - (f.choose + f.store_read + f.load + f.ready + f.miss));
+        rank.push_back(c.phases.rank);
+        queue.push_back(c.phases.queue);
+        launch.push_back(c.phases.launch);
+        workspace.push_back(c.phases.workspace);
+        other.push_back(c.phases.other(c.host_ms));
       }
     if (ms.empty()) continue;
     auto slow = std::count_if(ms.begin(), ms.end(), [](double v) { return v > slow_first_call_ms; });
@@ -323,9 +338,10 @@ void print_summary(const Setup& s) {
                inside ? "inside the warmed range" : "outside the warmed range", s.range_text, ms.size(),
                median_of(ms), *std::max_element(ms.begin(), ms.end()), compiles, slow_first_call_ms, slow);
     fmt::print("  phase medians (ms): choose {:.3f}, store read {:.3f}, module load {:.3f}, launch readying {:.3f}, "
-               "miss record {:.3f}, the rest (launch, checks) {:.3f}\n",
+               "miss record {:.3f}, stand-in ranking {:.3f}, background queueing {:.3f}, launch {:.3f} (of it "
+               "workspaces {:.3f}), the rest {:.3f}\n",
                median_of(choose), median_of(store_read), median_of(load), median_of(ready), median_of(miss),
-               median_of(other));
+               median_of(rank), median_of(queue), median_of(launch), median_of(workspace), median_of(other));
   }
 }
 
