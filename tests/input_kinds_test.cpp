@@ -104,7 +104,9 @@ TEST(InputKinds, OutlierRowsAreTheFirstOfEachSequenceAndAFewOthers) {
   int others = 0;
   for (std::int64_t r = 0; r < batches * positions; ++r) {
     const bool large = kv[r * length] == std::ldexp(x[r * length], 3);
-    if (r % positions == 0) EXPECT_TRUE(large) << r;
+    if (r % positions == 0) {
+      EXPECT_TRUE(large) << r;
+    }
     if (r % positions != 0 && large) ++others;
     for (std::int64_t i = 1; i < length; ++i)
       EXPECT_EQ(kv[r * length + i], large ? std::ldexp(x[r * length + i], 3) : x[r * length + i]);
