@@ -53,6 +53,7 @@ struct TuneOptions {
   double cutoff = SweepOptions{}.cutoff_factor;
   int cut_after = TimingOptions{}.cut_min_samples;
   std::vector<std::string> where;  // extra constraints on the candidates
+  std::string errors_by;
   std::string shard;               // "I/N"; empty: from Slurm, else none
   std::string gpus;                // "all" or "0,2"; empty: one GPU
 };
@@ -80,6 +81,7 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.quiet = options.quiet;
   s.replay = options.replay;
   s.where = options.where;
+  s.errors_by = options.errors_by;
   s.jobs = options.jobs;
   s.max_evals = options.max_evals;
   if (!options.time_budget.empty()) {
@@ -159,6 +161,10 @@ void add_tune_commands(CLI::App& app) {
   tune->add_option("--where", options->where,
                    "only configs that also satisfy this constraint, e.g. \"ALGORITHM == tf32x3\" "
                    "(repeatable); results are stored under the space itself");
+  tune->add_option("--errors-by", options->errors_by,
+                   "in the summary, the worst error per validation input kind for each value of this "
+                   "parameter, e.g. ALGORITHM (default: over all ok configs of a shape)")
+      ->type_name("PARAMETER");
   tune->add_flag("--misses", options->misses,
                  "tune the shapes the runtime dispatcher was asked for but had no tuned entry for "
                  "(recorded in the database)");

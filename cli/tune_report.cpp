@@ -2,14 +2,77 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tuner/input_kinds.h"
+
 namespace mlatune::cli {
+
+namespace {
+
+/// The value of parameter `name` in a canonical config text
+/// ("A=x,B=y,..."); empty when the text does not name it.
+std::string parameter_value(const std::string& config, const std::string& name) {
+  std::size_t at = 0;
+  while (at < config.size()) {
+    std::size_t end = config.find(',', at);
+    if (end == std::string::npos) end = config.size();
+    const std::string_view item(config.data() + at, end - at);
+    if (item.size() > name.size() && item.substr(0, name.size()) == name && item[name.size()] == '=')
+      return std::string(item.substr(name.size() + 1));
+    at = end + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<KindErrorRow> kind_error_rows(const ShapeReport& shape, const std::string& by) {
+  std::vector<KindErrorRow> rows;
+  for (const CandidateReport& c : shape.results) {
+    if (c.outcome != Outcome::ok || !c.validation || c.validation->per_kind.empty()) continue;
+    const std::string group = by.empty() ? "all" : parameter_value(c.config, by);
+    auto row = std::find_if(rows.begin(), rows.end(), [&](const KindErrorRow& r) { return r.group == group; });
+    if (row == rows.end()) row = rows.insert(rows.end(), KindErrorRow{group, 0, {}});
+    ++row->configs;
+    for (const KindErrors& k : c.validation->per_kind) {
+      auto worst = std::find_if(row->worst.begin(), row->worst.end(),
+                                [&](const KindErrors& w) { return w.kind == k.kind; });
+      if (worst == row->worst.end()) {
+        row->worst.push_back(k);
+      } else {
+        worst->relative_l2 = std::max(worst->relative_l2, k.relative_l2);
+        worst->max_abs = std::max(worst->max_abs, k.max_abs);
+      }
+    }
+  }
+  return rows;
+}
+
 namespace {
 
 using nlohmann::json;
+
+json kind_errors_json(const ShapeReport& s, const std::string& by) {
+  json rows = json::array();
+  for (const KindErrorRow& row : kind_error_rows(s, by)) {
+    json kinds = json::array();
+    for (const KindErrors& k : row.worst)
+      kinds.push_back({{"kind", std::string(to_string(k.kind))}, {"relative_l2", k.relative_l2}, {"max_abs", k.max_abs}});
+    rows.push_back({{"group", row.group}, {"configs", row.configs}, {"per_kind", std::move(kinds)}});
+  }
+  return rows;
+}
+
+std::string kind_errors_text(const KindErrorRow& row) {
+  std::string text;
+  for (const KindErrors& k : row.worst)
+    text += fmt::format("{}{} {:.2e}", text.empty() ? "" : ", ", to_string(k.kind), k.relative_l2);
+  return text;
+}
 
 std::string percent(int n, std::size_t total) {
   return total ? fmt::format("{:.0f}%", 100.0 * n / static_cast<double>(total)) : "-";
@@ -65,7 +128,7 @@ json workers_json(const SweepTotals& t) {
   return list;
 }
 
-json shape_json(const ShapeReport& s) {
+json shape_json(const ShapeReport& s, const std::string& errors_by) {
   json j;
   j["shape"] = s.shape;
   j["valid_configs"] = s.valid_configs;
@@ -98,6 +161,8 @@ json shape_json(const ShapeReport& s) {
   j["cut"] = s.cut;
   j["configs_per_second"] = s.wall_s > 0 ? json(configs_per_second(s)) : json(nullptr);
   j["shared_binaries"] = s.shared_binaries;
+  j["kind_errors"] = kind_errors_json(s, errors_by);
+  if (!errors_by.empty()) j["kind_errors_by"] = errors_by;
   json skipped = json::array();
   for (const SkippedConfig& k : s.skipped) skipped.push_back({{"config", k.config}, {"reason", k.reason}});
   j["skipped"] = std::move(skipped);
@@ -125,6 +190,17 @@ void print_shape_counts(const ShapeReport& s, const SweepSummary& summary) {
     fmt::print("  early cut: {} of {} ok configs timed with fewer launches, their median past {:g}x "
                "the best so far\n",
                s.cut, s.outcomes.count(Outcome::ok) ? s.outcomes.at(Outcome::ok) : 0, summary.cutoff_factor);
+  const std::vector<KindErrorRow> rows = kind_error_rows(s, summary.errors_by);
+  if (summary.errors_by.empty()) {
+    for (const KindErrorRow& row : rows)
+      fmt::print("  worst rel-L2 per input kind over the {} ok configs: {}\n", row.configs, kind_errors_text(row));
+  } else if (!rows.empty()) {
+    fmt::print("  worst rel-L2 per input kind over the ok configs, by {}:\n", summary.errors_by);
+    for (const KindErrorRow& row : rows)
+      fmt::print("    {} ({} config{}): {}\n", row.group.empty() ? "-" : row.group, row.configs,
+                 row.configs == 1 ? "" : "s",
+                 kind_errors_text(row));
+  }
 }
 
 /// The winner, and what tuning gained over the default and the median config.
@@ -291,7 +367,7 @@ void print_sweep_json(const SweepReport& report, const SweepSummary& summary) {
   out["totals"] = totals_json(totals);
   out["workers"] = workers_json(totals);
   json shapes = json::array();
-  for (const ShapeReport& s : report.shapes) shapes.push_back(shape_json(s));
+  for (const ShapeReport& s : report.shapes) shapes.push_back(shape_json(s, summary.errors_by));
   out["shapes"] = std::move(shapes);
   fmt::print("{}\n", out.dump(2));
 }

@@ -27,7 +27,21 @@ struct SweepSummary {
   double budget_ms = 0;
   std::string strategy;                   // as asked for: "auto", "bayes", ...
   std::optional<TimeBudget> time_budget;  // per shape
+  std::string errors_by;                  // a parameter: kind errors per value (tune --errors-by)
 };
+
+/// The worst errors per validation input kind over a shape's ok configs
+/// (ValidationStats::per_kind), for one value of a parameter (or all).
+struct KindErrorRow {
+  std::string group;               // the parameter's value; "all" without one
+  int configs = 0;                 // ok configs with per-kind errors in the group
+  std::vector<KindErrors> worst;   // per kind, in the order first seen
+};
+
+/// One row per value of parameter `by` (in the order first seen), or one
+/// row "all" when `by` is empty; none when no ok config has per-kind errors
+/// (a replay, or results from before they were recorded).
+std::vector<KindErrorRow> kind_error_rows(const ShapeReport& shape, const std::string& by);
 
 void print_sweep_text(const SweepReport& report, const SweepSummary& summary);
 void print_sweep_json(const SweepReport& report, const SweepSummary& summary);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cache/store.h"
 #include "cli/option_checks.h"
@@ -193,6 +194,14 @@ void check_where(const SearchSpace& space, const TuneSettings& settings) {
       throw InputError("--where " + error.message());
     }
   }
+  if (settings.errors_by.empty()) return;
+  std::vector<std::string> names;
+  for (const Parameter& p : space.parameters()) {
+    if (p.name == settings.errors_by) return;
+    names.push_back(p.name);
+  }
+  throw InputError(fmt::format("--errors-by {}: not a parameter of {}; its parameters: {}", settings.errors_by,
+                               settings.space_file.string(), fmt::join(names, ", ")));
 }
 
 // A strategy picks what to time next from what it has timed; compiling
@@ -318,7 +327,8 @@ void sweep_and_report(const SearchSpace& space, const TuneSettings& settings, Sw
                              settings.timing.cut_min_samples,
                              settings.timing.budget_ms,
                              std::string(to_string(settings.strategy)),
-                             settings.time_budget};
+                             settings.time_budget,
+                             settings.errors_by};
   if (settings.json)
     print_sweep_json(report, summary);
   else

@@ -37,6 +37,9 @@ struct TuneSettings {
   /// or a CSV file; empty: measure.
   std::string replay;
   std::vector<std::string> where;      // extra constraints on the candidates
+  /// The summary's worst error per input kind, one row per value of this
+  /// parameter; empty: one row per shape.
+  std::string errors_by;
   unsigned jobs = 0;
   std::optional<std::uint64_t> max_evals;
   std::optional<TimeBudget> time_budget;  // per shape

@@ -37,6 +37,7 @@ EvaluationResult sample_result() {
   r.registers = 40;
   r.local_bytes = 16;
   r.validation = ValidationStats{3.25e-4, 1.5e-3, 2, 16384, 2, false};
+  r.validation->per_kind = {{InputKind::normal, 2.5e-7, 1e-5}, {InputKind::row_scaled, 3.25e-4, 1.5e-3}};
   r.timing = summarize_times({5.0, 6.0, 7.0}, CacheMode::rotate, "events");
   return r;
 }
@@ -120,6 +121,14 @@ TEST(WorkerCodec, EveryReplyRoundTrips) {
   ResultReply result = round_trip_reply(ResultReply{sample_result()});
   ASSERT_TRUE(result.result.validation);
   EXPECT_EQ(result.result.validation->elements, 16384u);
+  const std::vector<KindErrors>& kinds = result.result.validation->per_kind;
+  ASSERT_EQ(kinds.size(), 2u);
+  EXPECT_EQ(kinds[1].kind, InputKind::row_scaled);
+  EXPECT_EQ(kinds[1].relative_l2, 3.25e-4);
+  EXPECT_EQ(kinds[0].max_abs, 1e-5);
+  ResultReply no_kinds{sample_result()};
+  no_kinds.result.validation->per_kind.clear();
+  EXPECT_TRUE(round_trip_reply(no_kinds).result.validation->per_kind.empty());
 
   TimingsReply timings = round_trip_reply(TimingsReply{{sample_result().timing, std::nullopt}});
   ASSERT_EQ(timings.timings.size(), 2u);
@@ -222,6 +231,17 @@ TEST(WorkerCodec, FieldsOfTheWrongKindOrRangeAreMalformed) {
   EXPECT_THROW(decode_request(cbor(json{{"type", "evaluate"}, {"candidate", candidate}})), MalformedMessage);
   candidate["grid"] = {1};
   EXPECT_THROW(decode_request(cbor(json{{"type", "evaluate"}, {"candidate", candidate}})), MalformedMessage);
+  // A validation's per-kind errors name a known kind, with numbers.
+  json result = json::from_cbor(encode_reply(ResultReply{sample_result()}));
+  EXPECT_NO_THROW(decode_reply(cbor(result)));
+  json& kinds = result.at("result").at("validation").at("per_kind");
+  kinds[0]["kind"] = "lukewarm";
+  EXPECT_THROW(decode_reply(cbor(result)), MalformedMessage);
+  kinds[0]["kind"] = "normal";
+  kinds[1]["relative_l2"] = "small";
+  EXPECT_THROW(decode_reply(cbor(result)), MalformedMessage);
+  kinds[1] = 7;
+  EXPECT_THROW(decode_reply(cbor(result)), MalformedMessage);
 }
 
 TEST(WorkerCodec, MalformedMessageIsAnEnvironmentError) {

@@ -42,8 +42,8 @@ struct ValidationStats {
   int input_sets = 0;
   bool passed = false;
   /// The worst errors on each input kind validated (tuner/input_kinds.h), in
-  /// the workload's order.  Kept in the process that validated (not sent
-  /// over the worker's wire).
+  /// the workload's order; sent over the worker's wire, so sweep summaries
+  /// can say them.
   std::vector<KindErrors> per_kind;
 };
 

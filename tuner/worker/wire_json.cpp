@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "tuner/input_kinds.h"
 #include "tuner/worker/codec.h"
 
 namespace mlatune::wire {
@@ -61,8 +62,24 @@ LaunchGeometry decode_geometry(const json& j) {
 }
 
 json encode_validation(const ValidationStats& v) {
-  return {{"relative_l2", v.relative_l2}, {"max_abs", v.max_abs}, {"nonfinite", v.nonfinite},
-          {"elements", v.elements},       {"input_sets", v.input_sets}, {"passed", v.passed}};
+  json j = {{"relative_l2", v.relative_l2}, {"max_abs", v.max_abs}, {"nonfinite", v.nonfinite},
+            {"elements", v.elements},       {"input_sets", v.input_sets}, {"passed", v.passed}};
+  if (!v.per_kind.empty()) {
+    json kinds = json::array();
+    for (const KindErrors& k : v.per_kind)
+      kinds.push_back({{"kind", std::string(to_string(k.kind))}, {"relative_l2", k.relative_l2}, {"max_abs", k.max_abs}});
+    j["per_kind"] = std::move(kinds);
+  }
+  return j;
+}
+
+/// An input kind's name, or a malformed message.
+InputKind input_kind(const json& object, const char* key) {
+  const std::string name = text(object, key);
+  for (InputKind kind : all_input_kinds())
+    if (to_string(kind) == name) return kind;
+  malformed(fmt::format("unknown input kind '{}'", name));
+  return InputKind::normal;  // not reached
 }
 
 ValidationStats decode_validation(const json& v) {
@@ -73,6 +90,11 @@ ValidationStats decode_validation(const json& v) {
   s.elements = integer<std::uint64_t>(v, "elements");
   s.input_sets = integer<int>(v, "input_sets");
   s.passed = flag(v, "passed");
+  if (v.contains("per_kind"))  // absent when empty
+    for (const json& k : array(v, "per_kind")) {
+      if (!k.is_object()) malformed("a per_kind entry is not an object");
+      s.per_kind.push_back({input_kind(k, "kind"), number(k, "relative_l2"), number(k, "max_abs")});
+    }
   return s;
 }
 
