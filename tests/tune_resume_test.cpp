@@ -56,6 +56,26 @@ pid_t start_tune(const fs::path& db, std::vector<std::string> extra = {}) {
   return pid;
 }
 
+/// Committed measurements in `db`, 0 while it is absent or still being created.
+std::int64_t committed(const fs::path& db) {
+  try {
+    if (fs::exists(db)) return Store::open(db, StoreMode::read_only).measurement_count();
+  } catch (const Error&) {
+    // Created but not yet an mlatune database (the schema is being written),
+    // or busy: nothing to count yet.
+  }
+  return 0;
+}
+
+/// Waits (at most `limit`) until the sweep writing `db` has committed a
+/// measurement: the whole replayed sweep takes about 0.2 s, so a kill timed
+/// from the start alone lands before it or after it on a loaded machine.
+void wait_for_a_commit(const fs::path& db, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (committed(db) == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+}
+
 TEST(TuneResume, KilledSweepsResumeWithoutDuplicatesOrGaps) {
   ASSERT_TRUE(fs::exists(fs::path(MLATUNE_BINARY_DIR) / "mlatune"));
   SearchSpace space = SearchSpace::load(space_file).restrict({"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k"});
@@ -72,17 +92,17 @@ TEST(TuneResume, KilledSweepsResumeWithoutDuplicatesOrGaps) {
     fs::path db = dir / "sweep.db";
 
     pid_t first = start_tune(db);
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 250)(rng)));
+    // The first two trials kill early, maybe while the database is being
+    // created; the others once a measurement is committed, a little later.
+    if (trial >= 2) wait_for_a_commit(db, std::chrono::seconds(30));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(0, trial >= 2 ? 30 : 60)(rng)));
     kill(first, SIGKILL);
     int status = 0;
     waitpid(first, &status, 0);
-    std::int64_t before = 0;
-    try {
-      if (fs::exists(db)) before = Store::open(db, StoreMode::read_only).measurement_count();
-    } catch (const InputError&) {
-      // Killed while the file was being created (still empty): nothing was
-      // committed, and the resumed sweep must start it over.
-    }
+    // Killed while the file was being created: nothing was committed, and
+    // the resumed sweep must start it over.
+    const std::int64_t before = committed(db);
     std::printf("trial %d: %lld of %llu committed when killed\n", trial, static_cast<long long>(before),
                 static_cast<unsigned long long>(valid));
     if (WIFSIGNALED(status) && before > 0 && before < static_cast<std::int64_t>(valid)) ++killed_midway;
@@ -100,7 +120,8 @@ TEST(TuneResume, KilledSweepsResumeWithoutDuplicatesOrGaps) {
     EXPECT_EQ(configs.size(), valid) << "trial " << trial << ": a config was measured twice or never";
     fs::remove_all(dir);
   }
-  // The kills must land mid-sweep for the test to mean anything.
+  // The kills must land mid-sweep for the test to mean anything (the last
+  // four wait for a commit first).
   EXPECT_GE(killed_midway, 2);
 }
 
