@@ -139,9 +139,9 @@ class Compiler {
 
   /// The options passed to NVRTC for `request`, in the order passed:
   /// --gpu-architecture=<arch>, --std=c++17, --ptxas-options=-v, -lineinfo
-  /// when MLATUNE_LINEINFO=1 was set at construction (for profiling: a
-  /// flagship cubin is then 3.6 times the size), -D<name>=<value> for each definition, then the
-  /// extra options.
+  /// when MLATUNE_LINEINFO=1 was set at construction (for profiling: the
+  /// flagship's cubins are then about 3.6 times the size), -D<name>=<value>
+  /// for each definition, then the extra options.
   std::vector<std::string> options(const CompileRequest& request) const;
   BinaryKey key(const CompileRequest& request) const;
 
