@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/config_text.h"
 #include "cli/html.h"
 #include "cli/svg_plot.h"
 
@@ -35,20 +36,6 @@ svg .box { fill: #e8f0f8; stroke: #0072b2; } svg .median { stroke: #d55e00; stro
 svg .whisker, svg .range { stroke: #555; stroke-width: 1.5; } svg .step { fill: none; stroke-width: 1.8; }
 p.note { color: #555; font-size: 12px; }
 )css";
-
-/// "A=1,B=x" as (name, value) pairs; pieces without '=' are left out.
-std::vector<std::pair<std::string, std::string>> config_pairs(const std::string& config) {
-  std::vector<std::pair<std::string, std::string>> pairs;
-  std::size_t start = 0;
-  while (start <= config.size()) {
-    const std::size_t end = std::min(config.find(',', start), config.size());
-    const std::string piece = config.substr(start, end - start);
-    const std::size_t eq = piece.find('=');
-    if (eq != std::string::npos) pairs.emplace_back(piece.substr(0, eq), piece.substr(eq + 1));
-    start = end + 1;
-  }
-  return pairs;
-}
 
 bool ok_timed(const MeasurementRecord& r) {
   return r.measurement.outcome == Outcome::ok && r.measurement.timing.has_value();

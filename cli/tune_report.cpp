@@ -2,29 +2,21 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/config_text.h"
 #include "tuner/input_kinds.h"
 
 namespace mlatune::cli {
 
 namespace {
 
-/// The value of parameter `name` in a canonical config text
-/// ("A=x,B=y,..."); empty when the text does not name it.
+/// The value of parameter `name` in a config text; empty when it names none.
 std::string parameter_value(const std::string& config, const std::string& name) {
-  std::size_t at = 0;
-  while (at < config.size()) {
-    std::size_t end = config.find(',', at);
-    if (end == std::string::npos) end = config.size();
-    const std::string_view item(config.data() + at, end - at);
-    if (item.size() > name.size() && item.substr(0, name.size()) == name && item[name.size()] == '=')
-      return std::string(item.substr(name.size() + 1));
-    at = end + 1;
-  }
+  for (auto& [n, value] : config_pairs(config))
+    if (n == name) return value;
   return {};
 }
 
