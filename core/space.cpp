@@ -133,8 +133,12 @@ SearchSpace::Impl::Lease SearchSpace::Impl::lease() const {
     }
   }
   // Built outside the lock: compiling every expression takes a while.
+  return Lease(*this, build_evaluator());
+}
+
+std::unique_ptr<ExpressionEvaluator> SearchSpace::Impl::build_evaluator() const {
   ++evaluators_built_;
-  return Lease(*this, std::make_unique<ExpressionEvaluator>(symbols, expression_texts));
+  return std::make_unique<ExpressionEvaluator>(symbols, expression_texts);
 }
 
 void SearchSpace::prepare_evaluators(std::size_t count) const {
@@ -143,8 +147,7 @@ void SearchSpace::prepare_evaluators(std::size_t count) const {
       std::lock_guard lock(impl_->pool_mutex_);
       if (impl_->pool_.size() >= count) return;
     }
-    auto evaluator = std::make_unique<ExpressionEvaluator>(impl_->symbols, impl_->expression_texts);
-    ++impl_->evaluators_built_;
+    auto evaluator = impl_->build_evaluator();  // outside the lock, as in lease()
     std::lock_guard lock(impl_->pool_mutex_);
     impl_->pool_.push_back(std::move(evaluator));
   }

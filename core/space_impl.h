@@ -117,6 +117,8 @@ class SearchSpace::Impl : public SpaceData {
     std::unique_ptr<ExpressionEvaluator> evaluator_;
   };
   Lease lease() const;
+  /// A new evaluator (every expression compiled), counted in evaluators_built_.
+  std::unique_ptr<ExpressionEvaluator> build_evaluator() const;
 
   /// An expression's internals (SearchSpace is Expression's friend; helpers
   /// outside its members reach them through here).
@@ -145,7 +147,7 @@ class SearchSpace::Impl : public SpaceData {
   std::size_t most_restrictive(const Shape& shape, std::uint64_t* removed) const;
 
  private:
-  friend class SearchSpace;  // prepare_evaluators, evaluators_built
+  friend class SearchSpace;  // prepare_evaluators and evaluators_built reach the pool
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<ExpressionEvaluator>> pool_;
   mutable std::atomic<std::uint64_t> evaluators_built_{0};
