@@ -95,6 +95,12 @@ const std::vector<InputKind>& all_input_kinds() {
   return kinds;
 }
 
+std::optional<InputKind> input_kind_named(std::string_view name) {
+  for (InputKind kind : all_input_kinds())
+    if (to_string(kind) == name) return kind;
+  return std::nullopt;
+}
+
 std::vector<InputKind> parse_input_kinds(std::string_view text) {
   std::vector<InputKind> kinds;
   std::vector<std::string_view> names;
@@ -102,11 +108,11 @@ std::vector<InputKind> parse_input_kinds(std::string_view text) {
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
     const std::string_view name = text.substr(0, comma);
-    const auto it = std::find(names.begin(), names.end(), name);
-    if (it == names.end())
+    const std::optional<InputKind> named = input_kind_named(name);
+    if (!named)
       throw InputError(fmt::format("unknown input kind '{}'; expected a comma-separated list of {}", name,
                                    fmt::join(names, ", ")));
-    const InputKind kind = all_input_kinds()[static_cast<std::size_t>(it - names.begin())];
+    const InputKind kind = *named;
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
   }

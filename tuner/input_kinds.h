@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -47,6 +48,8 @@ enum class InputKind { normal, tensor_scaled, row_scaled, outlier_rows, near_tie
 std::string_view to_string(InputKind kind);
 /// Every kind, in the order above.
 const std::vector<InputKind>& all_input_kinds();
+/// The kind of this name, or nullopt.
+std::optional<InputKind> input_kind_named(std::string_view name);
 /// "normal,row_scaled": a comma-separated list of kind names; InputError
 /// naming the unknown one and the known ones, or for an empty list.
 std::vector<InputKind> parse_input_kinds(std::string_view text);

@@ -76,10 +76,9 @@ json encode_validation(const ValidationStats& v) {
 /// An input kind's name, or a malformed message.
 InputKind input_kind(const json& object, const char* key) {
   const std::string name = text(object, key);
-  for (InputKind kind : all_input_kinds())
-    if (to_string(kind) == name) return kind;
-  malformed(fmt::format("unknown input kind '{}'", name));
-  return InputKind::normal;  // not reached
+  const std::optional<InputKind> kind = input_kind_named(name);
+  if (!kind) malformed(fmt::format("unknown input kind '{}'", name));
+  return *kind;
 }
 
 ValidationStats decode_validation(const json& v) {
