@@ -497,6 +497,14 @@ struct Dispatcher::Impl {
     check_launch(launch.sequence.issue(arguments, stream));
   }
 
+  /// The launch of a prepared shape with the caller's complete argument list.
+  static void launch_arguments(const DispatchLaunch& launch, void** arguments, void* stream,
+                               std::atomic<std::uint64_t>* workspace_sum = nullptr) {
+    if (!launch.workspace_positions.empty()) [[unlikely]]
+      return launch_with_workspace(launch, arguments, stream, workspace_sum);
+    check_launch(launch.sequence.issue(arguments, stream));
+  }
+
   /// Runs `launch` (a shape's first) timed into first_launch_ns, its
   /// workspaces' share into workspace_ns.
   template <class Launch>
@@ -660,13 +668,9 @@ void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, v
   if (!p.launch.ready()) Impl::fail(p);
   if (first) [[unlikely]]
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
-      if (!p.launch.workspace_positions.empty())
-        return Impl::launch_with_workspace(p.launch, arguments, stream, workspace_sum);
-      Impl::check_launch(p.launch.sequence.issue(arguments, stream));
+      Impl::launch_arguments(p.launch, arguments, stream, workspace_sum);
     });
-  if (!p.launch.workspace_positions.empty()) [[unlikely]]
-    return Impl::launch_with_workspace(p.launch, arguments, stream);
-  Impl::check_launch(p.launch.sequence.issue(arguments, stream));
+  Impl::launch_arguments(p.launch, arguments, stream);
 }
 
 void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const* buffers,
