@@ -21,8 +21,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Longer names are refused where they are read: muParser, which evaluates every
+// expression, rejects identifiers of more than 100 characters.
+constexpr std::size_t kMaxNameLength = 64;
+
 bool is_identifier(const std::string& s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  if (s.empty() || s.size() > kMaxNameLength || std::isdigit(static_cast<unsigned char>(s[0])))
+    return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
   });
@@ -193,8 +198,8 @@ class Reader {
     std::string name = scalar(node, where, what);
     if (!is_identifier(name))
       fail(where, fmt::format("{} '{}' is not a valid name; expected letters, digits and '_', "
-                              "not starting with a digit",
-                              what, name));
+                              "not starting with a digit, at most {} characters",
+                              what, name, kMaxNameLength));
     return name;
   }
 
@@ -545,8 +550,8 @@ void Reader::read_parameters(const Entry& entry) {
         numeric = static_cast<std::int64_t>(p.text.size());
       } else {
         fail(at(v), fmt::format("value '{}' of parameter '{}' is not an integer, a boolean or a "
-                                "name; expected one of those",
-                                text, p.name));
+                                "name; expected one of those (a name of at most {} characters)",
+                                text, p.name, kMaxNameLength));
       }
       if (p.text.empty()) {
         p.kind = kind;

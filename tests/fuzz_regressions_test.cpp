@@ -120,6 +120,18 @@ TEST(FuzzRegressions, InputThatHungYamlLoadAllIsRefusedQuickly) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+TEST(FuzzRegressions, ANameLongerThanTheExpressionParserTakesIsAnInputError) {
+  // A named value of 126 characters reached muParser's DefineConst, whose
+  // "identifier too long" error escaped the reader and ended the process.
+  const fs::path file = regressions / "space_parse" / "named_value_longer_than_muparser_allows.yaml";
+  try {
+    SearchSpace::parse(read_file(file), file.string(), fs::path(MLATUNE_TEST_DATA_DIR) / "spaces");
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("at most 64 characters"), std::string::npos) << error.what();
+  }
+}
+
 TEST(FuzzRegressions, AssignmentInAWhereIsAnInputError) {
   // 'THREADS = 64' assigned 64 to the evaluator's THREADS slot and held, so
   // the restricted space admitted configs its own constraints reject.
