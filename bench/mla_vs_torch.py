@@ -248,6 +248,7 @@ class RandomResult:
     sdpa: Optional[Row] = None
     first_call_stand_in: bool = False  # the first call ran a stand-in while its choice compiled
     triton: Optional[Row] = None
+    race_launches: int = 0        # launches until the dispatcher's race settled (0: no race)
 
     @property
     def reason(self) -> str:
@@ -287,6 +288,11 @@ def random_summary(results: Sequence[RandomResult]) -> str:
     max_error = max(errors) if errors else math.nan
     first = (f"; first call ms median {first_calls[len(first_calls) // 2]:.3f} max {first_calls[-1]:.3f}"
              if first_calls else "")
+    raced = [r for r in results if r.race_launches]
+    if raced:
+        overturned = sum(1 for r in raced if "faster than the selector's choice" in r.choice)
+        first += (f"; races {len(raced)} (median {sorted(r.race_launches for r in raced)[len(raced) // 2]} launches), "
+                  f"{overturned} won by another config than the selector's choice")
     return (f"random shapes: {len(ratios)} of {len(results)} timed; SDPA/mlatune geomean {geomean:.3f}, "
             f"worst {worst.ratio:.3f} at {','.join(map(str, worst.shape.dims()))} ({worst.choice}); "
             f"below 1.0: {below}; {_triton_random_summary(results)}; max rel-L2 {max_error:.2e}{first}")
@@ -294,7 +300,7 @@ def random_summary(results: Sequence[RandomResult]) -> str:
 
 RANDOM_CSV_COLUMNS = ("B", "T", "H", "D", "R", "reason", "choice", "mlatune_us", "sdpa_us", "ratio_sdpa_over_mlatune",
                       "triton_us", "ratio_triton_over_mlatune", "mlatune_rel_l2", "sdpa_rel_l2", "triton_rel_l2",
-                      "first_call_ms", "first_call_compiles", "first_call_stand_in", "note")
+                      "first_call_ms", "first_call_compiles", "first_call_stand_in", "race_launches", "note")
 
 
 def _median(row: Optional[Row]) -> float:
@@ -320,7 +326,7 @@ def write_random_csv(results: Sequence[RandomResult], path: Path) -> None:
                              cell(r.ratio, ".4f"), cell(_median(r.triton)), cell(r.triton_ratio, ".4f"),
                              cell(_rel_l2(r.mlatune), ".3e"), cell(_rel_l2(r.sdpa), ".3e"),
                              cell(_rel_l2(r.triton), ".3e"), cell(r.first_call_ms, ".4f"),
-                             r.first_call_compiles, int(r.first_call_stand_in), notes])
+                             r.first_call_compiles, int(r.first_call_stand_in), r.race_launches, notes])
 
 
 def format_random_report(results: Sequence[RandomResult], method: str, environment: str) -> str:
@@ -649,6 +655,8 @@ class Mlatune:
         lib.mlatune_runs_stand_in.argtypes = [handle_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
                                               ctypes.POINTER(ctypes.c_int)]
         lib.mlatune_runs_stand_in.restype = ctypes.c_int
+        lib.mlatune_race_state.argtypes = lib.mlatune_runs_stand_in.argtypes
+        lib.mlatune_race_state.restype = ctypes.c_int
 
         self._handle = handle_p()
         self._check("mlatune_open", lib.mlatune_open(os.fsencode(database), os.fsencode(space),
@@ -688,6 +696,13 @@ class Mlatune:
     def wait_compiles(self) -> None:
         """Until the background compiles queued so far are done and their shapes switched."""
         self._check("mlatune_wait_compiles", self._lib.mlatune_wait_compiles(self._handle))
+
+    def race_state(self, shape: Shape) -> int:
+        """0: no race at the shape (tuned, or racing off), 1: racing, 2: settled."""
+        dims = (ctypes.c_int64 * 5)(*shape.dims())
+        state = ctypes.c_int(0)
+        self._check("mlatune_race_state", self._lib.mlatune_race_state(self._handle, dims, 5, ctypes.byref(state)))
+        return state.value
 
     def attention(self, q, kv_latent, w_up_k, w_up_v, out, stream_handle: int) -> None:
         """Launches on the stream (a cudaStream_t as an integer; asynchronous).  The tensors
@@ -1160,6 +1175,8 @@ def mlatune_row(run: GpuRun, shape: Shape, inputs, reference) -> Row:
         timer.stream.synchronize()
         stand_in = mlatune.runs_stand_in(shape)
         mlatune.wait_compiles()
+        if settle_race(mlatune, shape, run_mlatune, timer.stream):
+            run.choices[shape.label] = mlatune.choice(shape)
     except MlatuneError:
         pass  # measure() below reports the failure as the row
     row = measure(shape, "mlatune", run_mlatune, reference, timer, run.args.warmup,
@@ -1330,6 +1347,22 @@ def first_call(mlatune: Mlatune, inputs, out, stream_handle: int) -> tuple[float
     return host_ms, mlatune.compile_count() - compiles
 
 
+RACE_LAUNCH_LIMIT = 200
+
+
+def settle_race(mlatune: Mlatune, shape: Shape, run_once: Callable[[], object], stream) -> int:
+    """At an untuned shape the dispatcher races its first few configs over the next launches
+    (cache/dispatcher.h): launch, each call waited for, until the race settles; the launches it
+    took (0 where there is no race).  What is timed after this is the winner, as in a program
+    that has called the shape a few dozen times."""
+    launches = 0
+    while mlatune.race_state(shape) == 1 and launches < RACE_LAUNCH_LIMIT:
+        run_once()
+        stream.synchronize()
+        launches += 1
+    return launches
+
+
 def random_mlatune(run: GpuRun, result: RandomResult, inputs, reference) -> None:
     """mlatune's first call at the shape (host time, compiles, stand-in), then its steady state."""
     import torch
@@ -1346,14 +1379,19 @@ def random_mlatune(run: GpuRun, result: RandomResult, inputs, reference) -> None
         # Timed from here is the steady state: the chosen binary, not a
         # stand-in still running while it compiles in the background.
         result.first_call_stand_in = mlatune.runs_stand_in(shape)
-        mlatune.wait_compiles()
-        result.choice = mlatune.choice(shape)
     except MlatuneError as e:
         result.choice = result.choice or f"unknown ({e})"
 
     def run_mlatune():
         mlatune.attention(*inputs, out, stream_handle)
         return out
+
+    try:
+        mlatune.wait_compiles()
+        result.race_launches = settle_race(mlatune, shape, run_mlatune, timer.stream)
+        result.choice = mlatune.choice(shape)
+    except MlatuneError as e:
+        result.choice = result.choice or f"unknown ({e})"
 
     result.mlatune = measure(shape, "mlatune", run_mlatune, reference, timer, run.args.warmup,
                              poison=lambda: out.fill_(float("nan")))

@@ -36,6 +36,7 @@ std::string choice_text(const Dispatcher& dispatcher, const Shape& shape) {
     text += fmt::format("; running stand-in {} {} {}", to_string(d.stand_in->reason), d.stand_in->config_text,
                         d.background_error.empty() ? "while the choice compiles in the background"
                                                    : "(the choice failed to compile: " + d.background_error + ")");
+  if (d.race) text += "; " + d.race->text();
   return text;
 }
 
@@ -138,6 +139,18 @@ int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, 
     require(stand_in != nullptr, "mlatune_runs_stand_in: stand_in is NULL");
     mlatune::Shape checked = signature.shape(shape_values(shape, shape_count, function));
     *stand_in = dispatcher->dispatcher->describe(checked).stand_in ? 1 : 0;
+  });
+}
+
+int mlatune_race_state(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count, int* state) {
+  using namespace mlatune::c_api;
+  return guarded([&] {
+    const char* function = "mlatune_race_state";
+    const mlatune::CallSignature& signature = signature_of(dispatcher, function);
+    require(state != nullptr, "mlatune_race_state: state is NULL");
+    mlatune::Shape checked = signature.shape(shape_values(shape, shape_count, function));
+    const auto race = dispatcher->dispatcher->describe(checked).race;
+    *state = !race ? MLATUNE_NO_RACE : race->settled ? MLATUNE_RACE_SETTLED : MLATUNE_RACING;
   });
 }
 

@@ -76,6 +76,20 @@ int mlatune_wait_compiles(mlatune_dispatcher* dispatcher);
 int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count,
                           int* stand_in);
 
+/* ---- races at untuned shapes -------------------------------------------------
+ * At a shape nobody tuned, the dispatcher readies the selector's first few
+ * configs in the background and times them on the shape's next launches
+ * (CUDA events on the caller's stream, never waited for), then runs the
+ * fastest; mlatune_choice_for says how it went.  Every raced config is valid
+ * at the shape: outputs are right throughout, their last bits may differ
+ * until the race settles.  MLATUNE_RACE=0 turns it off, MLATUNE_RACE=N races
+ * N configs (default 4). */
+enum { MLATUNE_NO_RACE = 0, MLATUNE_RACING = 1, MLATUNE_RACE_SETTLED = 2 };
+/* The shape's race state: no race (a tuned shape, racing off, a shape not
+ * launched yet, or its candidates still being readied: see
+ * mlatune_wait_compiles), racing, or settled. */
+int mlatune_race_state(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count, int* state);
+
 /* ---- what the family takes ------------------------------------------------ */
 
 /* The space's kernel name (`kernel:` of the file). */
@@ -121,7 +135,9 @@ int mlatune_launch_checked(mlatune_dispatcher* dispatcher, const void* const* bu
  * reason is hit, nearest, repaired, fallback, default, first_valid or none;
  * a repaired config's explanation says what changed and why ("FLOAT4 true
  * -> false (constraint '...' fails at D=64,R=131)").  While the shape runs a
- * stand-in, "; running stand-in <reason> <config> ..." follows. */
+ * stand-in, "; running stand-in <reason> <config> ..." follows; once it
+ * races, "; racing ..." or "; race settled among N configs ...: running
+ * <reason> <config> at <median> us median ...". */
 int mlatune_choice_for(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count, char* buffer,
                        size_t size);
 

@@ -39,9 +39,10 @@ double shape_distance(const Shape& a, const Shape& b) {
 /// `limit`), and what the selector learnt on the way for the explanations.
 class DispatchIndex::Ranking {
  public:
-  Ranking(const Shape& s, std::size_t l) : shape(s), limit(l) {}
+  Ranking(const Shape& s, std::size_t l, std::size_t n) : shape(s), limit(l), neighbors(n) {}
   const Shape& shape;
   const std::size_t limit;
+  const std::size_t neighbors;  // nearest tuned entries (distinct configs) repaired per device group
   std::vector<Choice> list;
   std::size_t unrepairable = 0;     // tuned entries no repair within the limits made valid
   std::string first_unrepairable;   // "<config> from <shape>: <why>"
@@ -103,8 +104,8 @@ DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, Dispa
 
 Choice DispatchIndex::choose(const Shape& shape) const { return ranked(shape, 1).front(); }
 
-std::vector<Choice> DispatchIndex::ranked(const Shape& shape, std::size_t limit) const {
-  Ranking ranking(shape, limit);
+std::vector<Choice> DispatchIndex::ranked(const Shape& shape, std::size_t limit, std::size_t neighbors) const {
+  Ranking ranking(shape, limit, neighbors ? neighbors : options_.neighbors);
   if (limit == 0) return {};
   add_hit(ranking);
   for (bool this_device : {true, false}) add_neighbors(ranking, this_device);
@@ -135,7 +136,7 @@ void DispatchIndex::add_hit(Ranking& ranking) const {
   }
 }
 
-// The `neighbors` nearest entries of one device group with distinct configs,
+// The ranking's `neighbors` nearest entries of one device group with distinct configs,
 // each repaired to the shape; fewest changes first, then nearest.
 void DispatchIndex::add_neighbors(Ranking& ranking, bool this_device) const {
   if (ranking.full()) return;
@@ -156,7 +157,7 @@ void DispatchIndex::add_neighbors(Ranking& ranking, bool this_device) const {
   std::vector<const Config*> seen;
   std::vector<double> considered;  // the distance of each entry repaired
   for (const auto& [distance, i] : near) {
-    if (seen.size() >= options_.neighbors) break;
+    if (seen.size() >= ranking.neighbors) break;
     const Entry& entry = entries_[i];
     if (std::any_of(seen.begin(), seen.end(), [&](const Config* c) { return *c == entry.config; })) continue;
     seen.push_back(&entry.config);

@@ -109,8 +109,12 @@ class DispatchIndex {
   /// first and each once: the other near entries (repaired), the fallbacks,
   /// the default, the first valid config.  At most `limit`; a shape nothing
   /// can run gives one `none` choice.  The dispatcher takes the first whose
-  /// binary is ready as a stand-in while the choice compiles.
-  std::vector<Choice> ranked(const Shape& shape, std::size_t limit) const;
+  /// binary is ready as a stand-in while the choice compiles, and races
+  /// the first few at an untuned shape.  `neighbors` (0: the index's
+  /// SelectorOptions) widens how many nearest tuned entries are repaired and
+  /// ranked; the first choice is the same either way when the extra entries
+  /// need no fewer changes.
+  std::vector<Choice> ranked(const Shape& shape, std::size_t limit, std::size_t neighbors = 0) const;
 
   /// A stored binary for `choice`, or nullopt when absent or when its record
   /// says it was made for another architecture, NVRTC, kernel or template

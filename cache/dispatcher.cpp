@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <deque>
+#include <thread>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -58,8 +59,15 @@ struct KernelSlot {
 /// Everything a launch at one shape needs, computed on its first launch and
 /// never changed after (a hit reads it without a lock).  What a hit reads
 /// comes first.
+struct Race;
+
 struct Prepared {
   DispatchLaunch launch;  // ready() only when `error` is empty
+  /// Set while the shape races its candidates: a launch then goes through
+  /// the race.
+  bool racing = false;
+  /// The shape's race, racing or settled (for describe()).
+  Race* race = nullptr;
   /// Bytes each caller buffer needs at this shape, when the shape is
   /// well-formed (shape_ok); launch_buffers_checked compares against them.
   std::vector<std::int64_t> buffer_bytes;
@@ -86,10 +94,64 @@ struct ShapeSlot {
   const Prepared& get() const { return *current.load(std::memory_order_acquire); }
 };
 
+/// A race at one untuned shape (see dispatcher.h and dispatch_race.h): the
+/// candidates' launches, the book, and the CUDA events of the timed launches
+/// not read yet.  Lives until the dispatcher is destroyed (a launch may
+/// still hold a Prepared that points here).
+struct Race {
+  struct Runner {
+    Choice choice;
+    DispatchLaunch launch;
+  };
+  struct InFlight {
+    std::size_t runner;
+    cudaEvent_t start, stop;
+  };
+  Race(std::vector<Runner> r, std::size_t samples) : runners(std::move(r)), book(runners.size(), samples) {}
+  ~Race() { release_events(); }
+  Race(const Race&) = delete;
+  Race& operator=(const Race&) = delete;
+
+  /// Destroys every event (one still pending is released by CUDA once it
+  /// completes).  Never throws: also called from the destructor.
+  void release_events() noexcept {
+    for (const InFlight& f : in_flight) {
+      cudaEventDestroy(f.start);
+      cudaEventDestroy(f.stop);
+    }
+    in_flight.clear();
+    for (cudaEvent_t e : spare) cudaEventDestroy(e);
+    spare.clear();
+  }
+
+  std::mutex mutex;  // everything below
+  std::vector<Runner> runners;
+  RaceBook book;
+  std::vector<InFlight> in_flight;
+  std::vector<cudaEvent_t> spare;  // events whose times were read, for the next timed launches
+  bool settled = false;            // the winner's Prepared is published
+  std::size_t winner = 0;
+};
+
 /// How many alternatives the search for a stand-in looks through.
 constexpr std::size_t stand_in_candidates = 8;
 
+/// How many nearest tuned entries a race's candidates are drawn from (the
+/// selector itself repairs and compares 4: SelectorOptions).
+constexpr std::size_t race_neighbors = 8;
+
 constexpr std::size_t max_stack_arguments = 32;
+
+/// MLATUNE_RACE: 0 (or 1) turns races off, N races N candidates; unset or
+/// not a number leaves the options alone.
+std::optional<std::size_t> race_candidates_from_environment() {
+  const char* value = std::getenv("MLATUNE_RACE");
+  if (!value || !*value) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(value, &end, 10);
+  if (*end != '\0' || value[0] == '-') return std::nullopt;
+  return static_cast<std::size_t>(std::min<unsigned long long>(n, 64));
+}
 
 bool logging_enabled() {
   const char* value = std::getenv("MLATUNE_DISPATCH_LOG");
@@ -116,13 +178,15 @@ struct Dispatcher::Impl {
   /// Shapes running a stand-in, by the binary hash they wait for (under slow_mutex).
   std::map<std::string, std::vector<std::vector<std::int64_t>>> waiting;
   std::map<std::string, std::string> failed_binaries;  // hash -> why (under slow_mutex)
+  std::deque<std::unique_ptr<Race>> races;             // under slow_mutex; never freed before *this
   std::atomic<CompileMode> mode{CompileMode::background};
 
   ShapeTable<ShapeSlot> prepared;  // every shape launched (or refused) so far
 
   std::atomic<std::uint64_t> shapes{0}, binaries_loaded{0}, binaries_from_store{0}, compiles{0},
       binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0}, blocking_compiles{0},
-      background_compiles{0}, background_failures{0}, stand_in_shapes{0}, switches{0};
+      background_compiles{0}, background_failures{0}, stand_in_shapes{0}, switches{0}, races_started{0},
+      races_settled{0}, race_launches{0};
   std::atomic<std::uint64_t> choose_ns{0}, store_read_ns{0}, load_ns{0}, ready_ns{0}, miss_ns{0}, rank_ns{0},
       queue_ns{0}, first_launch_ns{0}, workspace_ns{0};
   mutable std::mutex error_mutex;     // for last_background_error (stats() must not wait on a compile)
@@ -159,9 +223,14 @@ struct Dispatcher::Impl {
     std::optional<Shape> shape = checked_shape(values, made);
     if (shape) prepare(*shape, made);
     const bool stand_in = made.stand_in && made.background_error.empty();
+    const bool race = options.race.enabled() && made.error.empty() && made.target.ok() &&
+                      made.target.reason != ChoiceReason::hit;
     const Prepared& result = prepared.insert(values, ShapeSlot(keep(std::move(made)))).value.get();
     ++shapes;
-    if (stand_in) {
+    if (race) {
+      PhaseTimer timed(queue_ns);
+      race_in_background(result.target, *shape);
+    } else if (stand_in) {
       PhaseTimer timed(queue_ns);
       compile_in_background(result.target, *shape, values);
     }
@@ -348,6 +417,7 @@ struct Dispatcher::Impl {
   }
 
   KernelSlot& load(const Choice& choice, std::string cubin) {
+    if (auto it = kernels.find(choice.binary); it != kernels.end()) return *it->second;  // loaded meanwhile
     PhaseTimer timed(load_ns);
     auto slot = std::make_unique<KernelSlot>(LoadedEntry(cubin, space->kernel().entry));
     ++binaries_loaded;
@@ -444,6 +514,281 @@ struct Dispatcher::Impl {
     kept.stand_in = true;
     kept.background_error = why;
     entry.value.current.store(keep(std::move(kept)), std::memory_order_release);
+  }
+
+  // ---- races at untuned shapes -------------------------------------------------
+
+  /// Queues the race of an untuned shape: its candidates are readied on the
+  /// background thread (race_job).  Under slow_mutex.
+  void race_in_background(const Choice& target, const Shape& shape) {
+    queue.submit("race " + space->shape_string(shape), [this, target, shape] { race_job(target, shape); });
+  }
+
+  /// The configs a race at `shape` runs: the index's choice first, then the
+  /// selector's next ones, each once, at most options.race.candidates.
+  std::vector<Choice> race_candidates(const Choice& target, const Shape& shape) const {
+    std::vector<Choice> candidates{target};
+    for (Choice& c : index->ranked(shape, options.race.candidates + 1, race_neighbors)) {
+      if (candidates.size() >= options.race.candidates) break;
+      if (!c.ok() || c.config == target.config) continue;
+      candidates.push_back(std::move(c));
+    }
+    return candidates;
+  }
+
+  /// On the worker thread: readies every candidate's binary (loaded, from
+  /// the store, or compiled, several at once and without the lock), then
+  /// publishes the race, or the one candidate left, at the shape.  Never
+  /// throws; a candidate that fails is left out (the choice's failure is
+  /// recorded as a background compile's is).
+  void race_job(const Choice& target, const Shape& shape) {
+    const std::vector<Choice> candidates = race_candidates(target, shape);
+    const std::size_t n = candidates.size();
+    std::vector<KernelSlot*> slots(n, nullptr);
+    std::vector<std::string> errors(n);
+    {
+      std::lock_guard slow(slow_mutex);
+      try {
+        use_device_here();
+      } catch (const Error& e) {  // no context on this thread: the shape keeps what it runs
+        if (log) std::fprintf(stderr, "mlatune dispatch: race not run: %s\n", e.what());
+        return;
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        if (auto failed = failed_binaries.find(candidates[i].binary.hash); failed != failed_binaries.end()) {
+          errors[i] = failed->second;
+          continue;
+        }
+        try {
+          slots[i] = ready_slot(candidates[i]);
+        } catch (const Error& e) {
+          errors[i] = e.what();
+        }
+      }
+    }
+    std::vector<std::optional<CompiledBinary>> compiled(n);
+    {
+      std::vector<std::thread> compiling;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (slots[i] || !errors[i].empty()) continue;
+        compiling.emplace_back([&, i] {
+          try {
+            compiled[i] = compile(candidates[i], shape);
+          } catch (const std::exception& e) {
+            errors[i] = e.what();
+          }
+        });
+      }
+      for (std::thread& t : compiling) t.join();
+    }
+    std::lock_guard slow(slow_mutex);
+    std::vector<Race::Runner> runners;
+    for (std::size_t i = 0; i < n; ++i) {
+      try {
+        if (compiled[i]) {
+          use_device_here();
+          slots[i] = &install(candidates[i], *compiled[i]);
+          ++background_compiles;
+        }
+        if (slots[i]) {
+          Prepared trial;
+          if (std::optional<LaunchPlan> plan = plan_for(candidates[i], shape, trial))
+            ready_kernels(*slots[i], *plan, candidates[i], shape, trial);
+          if (trial.error.empty()) {
+            runners.push_back(Race::Runner{candidates[i], std::move(trial.launch)});
+            continue;
+          }
+          errors[i] = trial.error;
+        }
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+      if (log)
+        std::fprintf(stderr, "mlatune dispatch: race candidate %s left out: %s\n", candidates[i].config_text.c_str(),
+                     errors[i].c_str());
+    }
+    if (!errors.front().empty() && !failed_binaries.count(target.binary.hash)) {
+      std::vector<std::vector<std::int64_t>> none;
+      background_failed(target, errors.front(), none);
+    }
+    publish_race(shape, std::move(runners), errors.front());
+  }
+
+  /// Makes options.device current on the calling thread (the background
+  /// thread's loads and opt-ins need its context).
+  void use_device_here() {
+    int code = cudaSetDevice(options.device);
+    if (code != cudaSuccess) throw CudaError(code, "cudaSetDevice (background)", __FILE__, __LINE__);
+  }
+
+  /// Publishes the shape's race, or its only runner; with none, the shape
+  /// keeps what it runs (with why the choice cannot).  Under slow_mutex.
+  void publish_race(const Shape& shape, std::vector<Race::Runner> runners, const std::string& target_error) {
+    const auto* entry = prepared.find(shape.values);
+    if (!entry) return;
+    const Prepared& old = entry->value.get();
+    if (runners.empty()) {
+      if (!target_error.empty() && old.stand_in) keep_stand_in(*entry, target_error);
+      return;
+    }
+    Prepared next;
+    next.buffer_bytes = old.buffer_bytes;
+    next.shape_ok = old.shape_ok;
+    next.target = old.target;
+    next.choice = runners.front().choice;
+    next.launch = runners.front().launch;
+    // The choice is the first runner whenever it could run; else the
+    // others stand in for it, as a stand-in would.
+    next.stand_in = !(runners.front().choice.config == old.target.config);
+    next.background_error = next.stand_in ? target_error : std::string();
+    if (old.stand_in && !next.stand_in) ++switches;
+    if (runners.size() >= 2) {
+      races.push_back(std::make_unique<Race>(std::move(runners), options.race.samples));
+      next.race = races.back().get();
+      next.racing = true;
+      ++races_started;
+    }
+    entry->value.current.store(keep(std::move(next)), std::memory_order_release);
+  }
+
+  /// A launch at a racing shape: times the runner the book asks for between
+  /// two events on `stream`, or runs the leader untimed (every time taken
+  /// or in flight, or the stream is capturing a graph); settles the race
+  /// once every runner has its times.  `run(launch)` issues one launch.
+  template <class Run>
+  void race_launch(Race& race, std::span<const std::int64_t> values, void* stream, Run&& run) {
+    std::unique_lock lock(race.mutex);
+    if (race.settled) {
+      const DispatchLaunch& winner = race.runners[race.winner].launch;
+      lock.unlock();
+      return run(winner);
+    }
+    read_times(race);
+    if (race.book.settled()) {
+      settle(race, values);
+      const DispatchLaunch& winner = race.runners[race.winner].launch;
+      lock.unlock();
+      return run(winner);
+    }
+    std::optional<std::size_t> next = race.book.next_to_time();
+    cudaEvent_t start = nullptr, stop = nullptr;
+    if (next && !capturing(stream) && take_events(race, start, stop) &&
+        cudaEventRecord(start, static_cast<cudaStream_t>(stream)) == cudaSuccess) {
+      try {
+        run(race.runners[*next].launch);
+      } catch (...) {
+        race.spare.push_back(start);
+        race.spare.push_back(stop);
+        throw;
+      }
+      if (cudaEventRecord(stop, static_cast<cudaStream_t>(stream)) == cudaSuccess) {
+        race.book.started(*next);
+        race.in_flight.push_back(Race::InFlight{*next, start, stop});
+        ++race_launches;
+        return;
+      }
+      cuda_take_last_error();  // the launch ran; only its time is lost
+      race.spare.push_back(start);
+      race.spare.push_back(stop);
+      return;
+    }
+    if (start) {  // the start event failed to record
+      cuda_take_last_error();
+      race.spare.push_back(start);
+      race.spare.push_back(stop);
+    }
+    run(race.runners[race.book.leader()].launch);
+  }
+
+  /// Reads the times of the timed launches that have finished, without
+  /// waiting for those that have not.  Under the race's mutex.
+  static void read_times(Race& race) {
+    for (auto it = race.in_flight.begin(); it != race.in_flight.end();) {
+      cudaError_t code = cudaEventQuery(it->stop);
+      if (code == cudaErrorNotReady) {
+        cudaGetLastError();  // not an error: clear it, as the caller's next error check would see it
+        ++it;
+        continue;
+      }
+      float ms = 0;
+      if (code == cudaSuccess) code = cudaEventElapsedTime(&ms, it->start, it->stop);
+      if (code == cudaSuccess) {
+        race.book.finished(it->runner, static_cast<double>(ms) * 1000.0);
+      } else {
+        cuda_take_last_error();
+        race.book.dropped(it->runner);
+      }
+      race.spare.push_back(it->start);
+      race.spare.push_back(it->stop);
+      it = race.in_flight.erase(it);
+    }
+  }
+
+  /// Two events for a timed launch (reused, else created); false when CUDA
+  /// cannot make them (the launch then runs untimed).
+  static bool take_events(Race& race, cudaEvent_t& start, cudaEvent_t& stop) {
+    while (race.spare.size() < 2) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) {
+        cuda_take_last_error();
+        return false;
+      }
+      race.spare.push_back(e);
+    }
+    stop = race.spare.back();
+    race.spare.pop_back();
+    start = race.spare.back();
+    race.spare.pop_back();
+    return true;
+  }
+
+  /// Whether `stream` is capturing a CUDA graph (or CUDA cannot say): its
+  /// launches are not timed then.
+  static bool capturing(void* stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+      cuda_take_last_error();
+      return true;
+    }
+    return status != cudaStreamCaptureStatusNone;
+  }
+
+  /// Publishes the winner as the shape's launch (every later launch is a
+  /// plain hit) and frees the race's events.  Under the race's mutex.
+  void settle(Race& race, std::span<const std::int64_t> values) {
+    race.winner = race.book.leader();
+    race.settled = true;
+    race.release_events();
+    ++races_settled;
+    std::lock_guard slow(slow_mutex);
+    const auto* entry = prepared.find(values);
+    if (!entry) return;
+    const Prepared& old = entry->value.get();
+    Prepared next;
+    next.buffer_bytes = old.buffer_bytes;
+    next.shape_ok = old.shape_ok;
+    next.target = old.target;
+    next.stand_in = old.stand_in;
+    next.background_error = old.background_error;
+    next.choice = race.runners[race.winner].choice;
+    next.launch = race.runners[race.winner].launch;
+    next.race = &race;  // for describe(); not racing: launches are hits again
+    entry->value.current.store(keep(std::move(next)), std::memory_order_release);
+    if (log)
+      std::fprintf(stderr, "mlatune dispatch: %s %s: %s\n", space->kernel_name().c_str(),
+                   space->shape_string(Shape{std::vector<std::int64_t>(values.begin(), values.end())}).c_str(),
+                   report(race).text().c_str());
+  }
+
+  /// What describe() says of a race.  Under the race's mutex.
+  static RaceReport report(const Race& race) {
+    RaceReport r;
+    r.samples = race.book.samples();
+    r.settled = race.settled;
+    r.leader = race.settled ? race.winner : race.book.leader();
+    for (std::size_t i = 0; i < race.runners.size(); ++i)
+      r.runners.push_back(RaceReport::Runner{race.runners[i].choice, race.book.times(i), race.book.median_us(i)});
+    return r;
   }
 
   /// The store ids a miss is recorded under.  Open resolves them (when the
@@ -614,6 +959,29 @@ void prime_stream_ordered_allocator() {
 
 }  // namespace
 
+std::string RaceReport::text() const {
+  if (runners.empty()) return "no race";
+  const Runner& lead = runners[leader];
+  std::vector<std::string> others;
+  std::size_t timed = 0;
+  for (std::size_t i = 0; i < runners.size(); ++i) {
+    timed += runners[i].times_us.size();
+    if (i != leader)
+      others.push_back(fmt::format("{} {:.2f}", to_string(runners[i].choice.reason), runners[i].median_us));
+  }
+  if (settled) {
+    const std::string versus =
+        leader == 0 ? "the selector's choice"
+                    : fmt::format("{:.2f}x faster than the selector's choice", runners[0].median_us / lead.median_us);
+    return fmt::format("race settled among {} configs ({} launches each): running {} {} at {:.2f} us median, {} "
+                       "(the others, us: {})",
+                       runners.size(), samples, to_string(lead.choice.reason), lead.choice.config_text,
+                       lead.median_us, versus, fmt::join(others, ", "));
+  }
+  return fmt::format("racing {} configs: {} of {} launches timed, leading: {} {}", runners.size(), timed,
+                     runners.size() * samples, to_string(lead.choice.reason), lead.choice.config_text);
+}
+
 Dispatcher::Dispatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Dispatcher::~Dispatcher() = default;
 
@@ -645,6 +1013,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   impl->signature = std::make_unique<CallSignature>(*impl->space);
   impl->log = logging_enabled();
   impl->mode = options.compile;
+  if (std::optional<std::size_t> n = race_candidates_from_environment()) impl->options.race.candidates = *n;
   impl->index = std::make_unique<DispatchIndex>(
       DispatchIndex::build(impl->store, *impl->space, DispatchTarget{impl->device, ToolchainInfo::current()}));
   // A first use plans its launch on this space while the background thread
@@ -670,6 +1039,9 @@ void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, v
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
       Impl::launch_arguments(p.launch, arguments, stream, workspace_sum);
     });
+  if (p.racing) [[unlikely]]
+    return impl_->race_launch(*p.race, shape, stream,
+                              [&](const DispatchLaunch& l) { Impl::launch_arguments(l, arguments, stream); });
   Impl::launch_arguments(p.launch, arguments, stream);
 }
 
@@ -685,6 +1057,9 @@ void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
       Impl::launch_prepared(p.launch, buffers, stream, workspace_sum);
     });
+  if (p.racing) [[unlikely]]
+    return impl_->race_launch(*p.race, shape, stream,
+                              [&](const DispatchLaunch& l) { Impl::launch_prepared(l, buffers, stream); });
   Impl::launch_prepared(p.launch, buffers, stream);
 }
 
@@ -707,6 +1082,9 @@ void Dispatcher::launch_buffers_checked(std::span<const std::int64_t> shape, voi
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
       Impl::launch_prepared(p.launch, buffers, stream, workspace_sum);
     });
+  if (p.racing) [[unlikely]]
+    return impl_->race_launch(*p.race, shape, stream,
+                              [&](const DispatchLaunch& l) { Impl::launch_prepared(l, buffers, stream); });
   Impl::launch_prepared(p.launch, buffers, stream);
 }
 
@@ -717,6 +1095,10 @@ DispatchDescription Dispatcher::describe(const Shape& shape) const {
     d.choice = p->target;
     if (p->stand_in) d.stand_in = p->choice;
     d.background_error = p->background_error;
+    if (p->race) {
+      std::lock_guard lock(p->race->mutex);
+      d.race = Impl::report(*p->race);
+    }
   } else {
     d.choice = impl_->index->choose(shape);
   }
@@ -728,6 +1110,7 @@ DispatchDescription Dispatcher::describe(const Shape& shape) const {
     d.text += fmt::format("; running stand-in {} {} {}", to_string(d.stand_in->reason), d.stand_in->config_text,
                           d.background_error.empty() ? "while the choice compiles in the background"
                                                      : "(the choice failed to compile: " + d.background_error + ")");
+  if (d.race) d.text += "; " + d.race->text();
   return d;
 }
 
@@ -755,6 +1138,9 @@ DispatcherStats Dispatcher::stats() const {
   s.background_failures = impl_->background_failures;
   s.stand_in_shapes = impl_->stand_in_shapes;
   s.switches = impl_->switches;
+  s.races = impl_->races_started;
+  s.races_settled = impl_->races_settled;
+  s.race_launches = impl_->race_launches;
   s.choose_ns = impl_->choose_ns;
   s.store_read_ns = impl_->store_read_ns;
   s.load_ns = impl_->load_ns;

@@ -24,6 +24,19 @@
 // probe of the shape table (cache/shape_table.h), then cudaLaunchKernel.
 // Tuning never happens here.
 //
+// At a shape nobody tuned (any reason but hit), the dispatcher also races
+// the selector's first few configs (RaceOptions, cache/dispatch_race.h): a
+// background job readies each candidate's binary (loaded, read from the
+// store or compiled there), then the shape's next launches each run one
+// candidate between two CUDA events on the caller's stream, and once every
+// candidate has its samples the one with the lowest median runs from then
+// on.  Times are read with cudaEventQuery, so a launch never waits for the
+// GPU; a launch during stream capture is not timed (it runs the leader).
+// Every candidate is valid at the shape, so outputs are right throughout;
+// their last bits may differ from one candidate to the next until the race
+// settles.  Hits never race.  MLATUNE_RACE=0 turns racing off, MLATUNE_RACE=N
+// races N candidates.
+//
 // Thread safety: every member function may be called from many threads at
 // once.  CUDA headers stay out of this header (streams are opaque pointers).
 #pragma once
@@ -37,6 +50,7 @@
 
 #include "cache/call_signature.h"
 #include "cache/dispatch_index.h"
+#include "cache/dispatch_race.h"
 #include "core/space.h"
 
 namespace mlatune {
@@ -54,6 +68,9 @@ struct DispatcherOptions {
   /// Read-only never writes (no misses, no compiled binaries stored); the
   /// default opens read-write and falls back to read-only when it cannot.
   bool read_only = false;
+  /// Races at untuned shapes (see the top of this file); open() reads
+  /// MLATUNE_RACE over `race.candidates` when it is set.
+  RaceOptions race;
 };
 
 /// Counters since open (for tests and logs).
@@ -67,6 +84,9 @@ struct DispatcherStats {
   std::uint64_t background_failures = 0;  // background compiles or loads that failed
   std::uint64_t stand_in_shapes = 0;   // shapes whose first launch ran a stand-in
   std::uint64_t switches = 0;          // shapes switched from a stand-in to their choice
+  std::uint64_t races = 0;             // untuned shapes whose candidates were readied for a race
+  std::uint64_t races_settled = 0;     // races whose winner runs now
+  std::uint64_t race_launches = 0;     // launches timed for a race
   std::string last_background_error;
   std::uint64_t binaries_stored = 0;
   std::uint64_t misses_recorded = 0;
@@ -82,6 +102,21 @@ struct DispatcherStats {
                 queue_ns = 0, first_launch_ns = 0, workspace_ns = 0;
 };
 
+/// A race at one untuned shape, as describe() saw it.
+struct RaceReport {
+  struct Runner {
+    Choice choice;
+    std::vector<double> times_us;  // the launches timed so far
+    double median_us = 0;          // of times_us; 0 when none
+  };
+  std::vector<Runner> runners;  // in the selector's order
+  std::size_t samples = 0;      // times each runner needs
+  bool settled = false;
+  std::size_t leader = 0;       // the fastest so far; the winner once settled
+  /// "race settled: ..." or "racing ...": one line for logs.
+  std::string text() const;
+};
+
 /// What describe() reports for one shape.
 struct DispatchDescription {
   Choice choice;  // the chosen config
@@ -89,6 +124,8 @@ struct DispatchDescription {
   /// compiling, or failed to: background_error).
   std::optional<Choice> stand_in;
   std::string background_error;
+  /// Set from the moment a race's candidates are ready (untuned shapes).
+  std::optional<RaceReport> race;
   std::string shape_text;
   std::string text;  // one line for logs: shape, reason, config, where from
 };
@@ -142,7 +179,9 @@ class Dispatcher {
   DispatchDescription describe(const Shape& shape) const;
 
   /// Blocks until every background compile queued so far has finished and
-  /// its shapes have switched (or kept their stand-in after a failure).
+  /// its shapes have switched (or kept their stand-in after a failure), and
+  /// every race queued so far has its candidates ready (the race itself
+  /// goes on over the shape's next launches).
   void wait_compiles();
   /// Changes the compile mode for shapes prepared from now on.
   void set_compile_mode(CompileMode mode);

@@ -1,7 +1,9 @@
 // mlatune run: dispatch a kernel family once at one shape, the way a library
 // caller would (cache/dispatcher.h), on random inputs; print the config the
 // dispatcher chose and why, and with --check compare with the float64
-// reference.
+// reference.  At an untuned shape it then runs the dispatcher's race to its
+// end (every raced config's output checked with --check) and says who won.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -93,6 +95,41 @@ std::string check_line(const nlohmann::json& check, std::uint64_t seed) {
                      check["elements"].get<std::uint64_t>(), seed);
 }
 
+/// Launches at `shape` until its race settles (each output checked with
+/// `check`), into report["race"]; the first failed check, if any.  Nothing
+/// happens at a shape that does not race.
+std::optional<std::string> run_race(Dispatcher& dispatcher, const Shape& shape, Workload& workload, bool check,
+                                    nlohmann::json& report) {
+  dispatcher.wait_compiles();  // the race's candidates are readied in the background
+  std::optional<DispatchDescription> d = dispatcher.describe(shape);
+  if (!d->race) return std::nullopt;
+  constexpr int max_launches = 1000;  // each is synchronized, so a race needs runners * samples + 1
+  std::optional<std::string> failure;
+  nlohmann::json checks = nlohmann::json::array();
+  int launches = 0;
+  for (; !d->race->settled && launches < max_launches; ++launches) {
+    if (check) workload.poison_outputs();
+    dispatcher.launch(shape, workload.arguments(0), workload.stream().get());
+    workload.stream().synchronize();
+    if (check) {
+      checks.emplace_back();
+      std::optional<std::string> f = check_output(workload, checks.back());
+      if (!failure) failure = f;
+    }
+    d = dispatcher.describe(shape);
+  }
+  nlohmann::json runners = nlohmann::json::array();
+  for (const RaceReport::Runner& r : d->race->runners)
+    runners.push_back({{"reason", std::string(to_string(r.choice.reason))},
+                       {"config", r.choice.config_text},
+                       {"times_us", r.times_us},
+                       {"median_us", r.median_us}});
+  report["race"] = {{"settled", d->race->settled}, {"launches", launches}, {"winner", d->race->leader},
+                    {"runners", runners}, {"text", d->race->text()}};
+  if (check) report["race"]["checks"] = checks;
+  return failure;
+}
+
 void run(const RunOptions& options) {
   SearchSpace space = SearchSpace::load(options.space_file);
   const Shape shape = shape_option(space, "--shape", options.shape);
@@ -181,6 +218,8 @@ void run(const RunOptions& options) {
       if (!failure) failure = after;
     }
   }
+  std::optional<std::string> race_failure = run_race(*dispatcher, shape, workload, options.check, report);
+  if (!failure) failure = race_failure;
   stats = dispatcher->stats();
   report["binary_stored"] = stats.binaries_stored > 0;
 
@@ -207,6 +246,15 @@ void run(const RunOptions& options) {
       if (options.check)
         fmt::print("check:   {} (after the switch)\n", check_line(report["check_after_switch"], workload.seed()));
     }
+    if (report.contains("race")) {
+      fmt::print("race:    {} ({} launches)\n", report["race"]["text"].get<std::string>(),
+                 report["race"]["launches"].get<int>());
+      if (options.check)
+        fmt::print("check:   {} of {} raced launches passed{}\n",
+                   std::count_if(report["race"]["checks"].begin(), report["race"]["checks"].end(),
+                                 [](const nlohmann::json& c) { return c["passed"].get<bool>(); }),
+                   report["race"]["checks"].size(), race_failure ? ": " + *race_failure : "");
+    }
   }
   if (failure) throw EnvironmentError("check failed at " + shape_text + ": " + *failure);
 }
@@ -216,7 +264,8 @@ void run(const RunOptions& options) {
 void add_run_commands(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run_command = app.add_subcommand(
-      "run", "Dispatch a kernel once at a shape as the runtime library would; print the chosen config and why");
+      "run", "Dispatch a kernel once at a shape as the runtime library would; print the chosen config and why "
+             "(at an untuned shape, then run its race to the end and say which config won)");
   run_command->add_option("space", options->space_file, "search-space YAML file")->required();
   run_command->add_option("--shape", options->shape, "the shape, e.g. B=2,T=32,H=4,D=16,R=24")->required();
   run_command->add_option("--db", options->db, "database (default: $MLATUNE_DB, else ./mlatune.db)");

@@ -36,7 +36,7 @@ const std::set<std::string> c_abi = {
     "mlatune_open", "mlatune_close", "mlatune_last_error", "mlatune_compile_count", "mlatune_kernel_name",
     "mlatune_shape_variable_count", "mlatune_shape_variable_name", "mlatune_buffer_count", "mlatune_buffer_info",
     "mlatune_buffer_elements", "mlatune_launch", "mlatune_launch_checked", "mlatune_choice_for",
-    "mlatune_set_compile_mode", "mlatune_wait_compiles", "mlatune_runs_stand_in",
+    "mlatune_set_compile_mode", "mlatune_wait_compiles", "mlatune_runs_stand_in", "mlatune_race_state",
     // cache/mla_c_api.h
     "mlatune_fused_mla_attention", "mlatune_choice"};
 
@@ -73,7 +73,8 @@ struct CApi {
 #define MLATUNE_C_FUNCTIONS(X)                                                                     \
   X(open) X(close) X(last_error) X(compile_count) X(kernel_name) X(shape_variable_count)          \
   X(shape_variable_name) X(buffer_count) X(buffer_info) X(buffer_elements) X(launch) X(launch_checked) \
-  X(choice_for) X(set_compile_mode) X(wait_compiles) X(runs_stand_in) X(fused_mla_attention) X(choice)
+  X(choice_for) X(set_compile_mode) X(wait_compiles) X(runs_stand_in) X(race_state)   \
+  X(fused_mla_attention) X(choice)
   MLATUNE_C_FUNCTIONS(MLATUNE_C_FUNCTION)
 #undef MLATUNE_C_FUNCTION
 

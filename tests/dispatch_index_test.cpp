@@ -385,6 +385,31 @@ TEST_F(DispatchIndexTest, OnlyTheNearestNeighboursAreConsidered) {
   EXPECT_EQ(index().choose(space_->parse_shape("N=1000,M=7")).reason, ChoiceReason::nearest);
 }
 
+TEST_F(DispatchIndexTest, RankedCanLookAtMoreNeighboursThanTheSelector) {
+  // What a race draws its candidates from: with one neighbour the selector
+  // ranks only the nearest entry's config; asked for two, ranked() also
+  // repairs the farther one, and puts the one that needs no change first.
+  tune("N=1000,M=16", vector_config, 1.0);  // one change at M=7
+  tune("N=10,M=3", other_config, 1.0);      // none, but far
+  Store store = Store::open(db_, StoreMode::read_only);
+  SelectorOptions one;
+  one.neighbors = 1;
+  DispatchIndex idx = DispatchIndex::build(store, *space_, DispatchTarget{h200, toolchain_}, one);
+  const Shape shape = space_->parse_shape("N=1000,M=7");
+  std::vector<Choice> narrow = idx.ranked(shape, 5);
+  ASSERT_GE(narrow.size(), 2u);
+  EXPECT_EQ(narrow[0].reason, ChoiceReason::repaired);
+  EXPECT_NE(narrow[1].reason, ChoiceReason::nearest) << "only one neighbour is looked at";
+  std::vector<Choice> wide = idx.ranked(shape, 5, 2);
+  ASSERT_GE(wide.size(), 2u);
+  EXPECT_EQ(wide[0].reason, ChoiceReason::nearest);
+  EXPECT_EQ(wide[0].config, space_->parse_config(other_config));
+  EXPECT_EQ(wide[1].reason, ChoiceReason::repaired);
+  EXPECT_EQ(wide[1].tuned_config_text, space_->config_string(space_->parse_config(vector_config)));
+  // The selector's own choice is unchanged by the wider call.
+  EXPECT_EQ(idx.choose(shape).config, narrow[0].config);
+}
+
 TEST_F(DispatchIndexTest, ThisDevicesRepairedConfigBeatsAnotherDevicesValidOne) {
   tune("N=1000,M=16", vector_config, 1.0, h200);
   tune("N=1000,M=7", other_config, 1.0, a100);  // the very shape, valid, but another device

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "cache/dispatcher.h"
 #include "cache/mla.h"
 #include "cache/mla_c_api.h"
@@ -86,6 +88,13 @@ class GpuDispatchTest : public ::testing::Test {
     ValidationStats stats = workload.compare(0);
     EXPECT_EQ(stats.nonfinite, 0u);
     return stats.relative_l2;
+  }
+
+  // Options for tests that count loads and compiles: the races at
+  // untuned shapes (on by default) would load and compile more.
+  static DispatcherOptions without_races(DispatcherOptions options = {}) {
+    options.race.candidates = 0;
+    return options;
   }
 
   DeviceInfo device_;
@@ -204,7 +213,7 @@ TEST_F(GpuDispatchTest, ManyThreadsDispatchAtOnce) {
   // Two dispatchers on one database, used by every thread in turn: each must
   // prepare every shape itself (a thread's memo never answers for the other).
   // Blocking compiles: each shape loads exactly its chosen binary (no stand-ins).
-  DispatcherOptions blocking;
+  DispatcherOptions blocking = without_races();
   blocking.compile = CompileMode::blocking;
   std::unique_ptr<Dispatcher> dispatchers[2] = {Dispatcher::open(db, space_file, blocking),
                                                 Dispatcher::open(db, space_file, blocking)};
@@ -433,6 +442,13 @@ class GpuStandInTest : public GpuDispatchTest {
     if (IsSkipped()) return;
     db_ = dir_ / "stand_in.db";
     Store::open(db_);
+    // These tests count compiles and switches of the stand-in rule alone; the
+    // C ABI's dispatchers read racing from the environment.
+    setenv("MLATUNE_RACE", "0", 1);
+  }
+  void TearDown() override {
+    unsetenv("MLATUNE_RACE");
+    GpuDispatchTest::TearDown();
   }
 
   // Stores the binary of `config` at `d`'s compiled shape, labelled as
@@ -465,7 +481,7 @@ class GpuStandInTest : public GpuDispatchTest {
 };
 
 TEST_F(GpuStandInTest, AnUntunedShapeRunsAStoredStandInWhileItsChoiceCompiles) {
-  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file);
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file, without_races());
   const Choice choice = dispatcher->describe(shape(x)).choice;
   ASSERT_EQ(choice.reason, ChoiceReason::fallback) << choice.explanation;
   ASSERT_NE(choice.config, space_->default_config());
@@ -523,7 +539,7 @@ TEST_F(GpuStandInTest, AnUntunedShapeRunsAStoredStandInWhileItsChoiceCompiles) {
 }
 
 TEST_F(GpuStandInTest, BlockingModeCompilesTheChoiceOnTheCallersThread) {
-  DispatcherOptions blocking;
+  DispatcherOptions blocking = without_races();
   blocking.compile = CompileMode::blocking;
   std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file, blocking);
   store_binary(*dispatcher, space_->default_config(), x);
@@ -538,7 +554,7 @@ TEST_F(GpuStandInTest, BlockingModeCompilesTheChoiceOnTheCallersThread) {
 }
 
 TEST_F(GpuStandInTest, WithNothingReadyTheCallerCompilesOnce) {
-  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file);
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file, without_races());
   EXPECT_LE(launch_and_validate(*dispatcher, x, 51, nullptr), space_->tolerance().relative_l2);
   dispatcher->wait_compiles();
   DispatcherStats stats = dispatcher->stats();
@@ -549,6 +565,114 @@ TEST_F(GpuStandInTest, WithNothingReadyTheCallerCompilesOnce) {
   // compiled values shares the binary.
   EXPECT_LE(launch_and_validate(*dispatcher, Dims{1, 450, 16, 64, 131}, 52, nullptr), space_->tolerance().relative_l2);
   EXPECT_EQ(dispatcher->stats().compiles, 1u);
+}
+
+
+// ---- races: an untuned shape times its candidates and keeps the fastest ---------
+
+// Three tuned shapes around an untuned one, each with another config: the
+// race at the untuned shape readies up to four candidates in the background,
+// times each three times over the next launches (every output checked), and
+// settles on the lowest median.  A launch while the stream captures a graph
+// is not timed and the graph runs right.
+TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) {
+  const fs::path db = dir_ / "race.db";
+  const Dims x{2, 300, 8, 64, 128};
+  std::mt19937_64 rng(17);
+  std::set<std::string> tuned_configs;
+  for (const Dims& near : {Dims{2, 256, 8, 64, 128}, Dims{2, 384, 8, 64, 128}, Dims{1, 300, 8, 64, 128}}) {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      std::optional<Config> c = space_->sample(shape(x), rng);  // valid at x, so no repair is needed
+      if (!c || !space_->check(*c, shape(near)) || tuned_configs.count(space_->config_string(*c))) continue;
+      tune(db, shape(near), *c);
+      tuned_configs.insert(space_->config_string(*c));
+      break;
+    }
+  }
+  ASSERT_GE(tuned_configs.size(), 2u);
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file);
+  WorkloadOptions options;
+  options.seed = 61;
+  options.validation_sets = 1;
+  options.cache = CacheMode::hot;
+  Workload workload(*space_, shape(x), options);
+  auto launch_checked = [&](const char* what) {
+    workload.poison_outputs();
+    dispatcher->launch(shape(x), workload.arguments(0), workload.stream().get());
+    ValidationStats stats = workload.compare(0);  // synchronizes
+    EXPECT_EQ(stats.nonfinite, 0u) << what;
+    EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << what << ": " << dispatcher->describe(shape(x)).text;
+  };
+  launch_checked("first launch");
+  dispatcher->wait_compiles();
+  DispatchDescription racing = dispatcher->describe(shape(x));
+  ASSERT_TRUE(racing.race) << racing.text;
+  EXPECT_FALSE(racing.race->settled);
+  const std::size_t runners = racing.race->runners.size();
+  EXPECT_GE(runners, 2u) << racing.text;
+  EXPECT_LE(runners, 4u);
+  EXPECT_EQ(racing.race->runners.front().choice.config, racing.choice.config) << "the choice races first";
+  EXPECT_NE(racing.text.find("racing"), std::string::npos) << racing.text;
+
+  // A launch captured into a graph is not timed; the graph computes right.
+  {
+    const std::uint64_t timed_before = dispatcher->stats().race_launches;
+    cudaStream_t capture = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    workload.poison_outputs();
+    workload.stream().synchronize();
+    ASSERT_EQ(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    dispatcher->launch(shape(x), workload.arguments(0), capture);
+    ASSERT_EQ(cudaStreamEndCapture(capture, &graph), cudaSuccess);
+    EXPECT_EQ(dispatcher->stats().race_launches, timed_before) << "a captured launch was timed";
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, capture), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(capture), cudaSuccess);
+    ValidationStats stats = workload.compare(0);
+    EXPECT_EQ(stats.nonfinite, 0u);
+    EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << "graph";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(capture);
+  }
+
+  int launches = 0;
+  while (!dispatcher->describe(shape(x)).race->settled && launches < 100) {
+    launch_checked("raced launch");
+    ++launches;
+  }
+  const DispatchDescription settled = dispatcher->describe(shape(x));
+  ASSERT_TRUE(settled.race && settled.race->settled) << settled.text;
+  // Each launch was synchronized, so no time was pending: one extra launch
+  // reads the last time and settles.
+  EXPECT_EQ(launches, static_cast<int>(runners * settled.race->samples) + 1) << settled.text;
+  const DispatcherStats stats = dispatcher->stats();
+  EXPECT_EQ(stats.races, 1u);
+  EXPECT_EQ(stats.races_settled, 1u);
+  EXPECT_EQ(stats.race_launches, runners * settled.race->samples);
+  double fastest = 1e300;
+  for (const RaceReport::Runner& r : settled.race->runners) {
+    EXPECT_EQ(r.times_us.size(), settled.race->samples);
+    for (double t : r.times_us) EXPECT_GT(t, 0.0);
+    fastest = std::min(fastest, r.median_us);
+  }
+  EXPECT_DOUBLE_EQ(settled.race->runners[settled.race->leader].median_us, fastest);
+  EXPECT_NE(settled.text.find("race settled"), std::string::npos) << settled.text;
+  // From now on a plain hit of the winner: no more timing.
+  launch_checked("after the race");
+  EXPECT_EQ(dispatcher->stats().race_launches, stats.race_launches);
+  std::printf("%s\n", settled.text.c_str());
+
+  // Through the C ABI, the state of the race.
+  mlatune_dispatcher* handle = nullptr;
+  ASSERT_EQ(mlatune_open(db.c_str(), space_file.c_str(), &handle), MLATUNE_OK) << mlatune_last_error(nullptr);
+  const std::int64_t values[5] = {x.B, x.T, x.H, x.D, x.R};
+  int state = -1;
+  ASSERT_EQ(mlatune_race_state(handle, values, 5, &state), MLATUNE_OK);
+  EXPECT_EQ(state, MLATUNE_NO_RACE) << "not launched yet in this dispatcher";
+  mlatune_close(handle);
 }
 
 }  // namespace

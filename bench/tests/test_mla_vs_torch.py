@@ -116,6 +116,51 @@ class RandomShapesTest(unittest.TestCase):
         self.assertIn("| mlatune µs | Triton tf32x3 µs | SDPA µs | Triton / mlatune | SDPA / mlatune |", report)
         self.assertIn("| 1,2,3,8,16 | nearest X (why) | 10.0 | 5.0 | 40.0 | 0.50 | 4.00 |", report)
         self.assertIn("- 1,2,3,8,16: BLOCK_M=16", report)
+        self.assertEqual([row["race_launches"] for row in read], ["0", "0"])
+
+    def test_summary_counts_races_and_those_another_config_won(self):
+        results = self.results()
+        results[0].race_launches, results[1].race_launches = 13, 10
+        results[0].choice += ("; race settled among 4 configs (3 launches each): running fallback Z at 9.00 us "
+                              "median, 1.20x faster than the selector's choice (the others, us: nearest 10.80)")
+        summary = bench.random_summary(results)
+        self.assertIn("races 2 (median 13 launches), 1 won by another config than the selector's choice", summary)
+        self.assertNotIn("races", bench.random_summary(self.results()))
+
+
+class FakeRacingMlatune:
+    """Answers race_state as the dispatcher would: racing until `launches` calls have run."""
+
+    def __init__(self, launches):
+        self.needed, self.calls, self.synchronized = launches, 0, 0
+
+    def race_state(self, shape):
+        if self.needed is None:
+            return 0
+        return 1 if self.calls < self.needed else 2
+
+
+class FakeStream:
+    def __init__(self, owner):
+        self.owner = owner
+
+    def synchronize(self):
+        self.owner.synchronized += 1
+
+
+class SettleRaceTest(unittest.TestCase):
+    def test_launches_each_waited_for_until_the_race_settles(self):
+        fake = FakeRacingMlatune(13)
+        launches = bench.settle_race(fake, SHAPES["S0"], lambda: setattr(fake, "calls", fake.calls + 1),
+                                     FakeStream(fake))
+        self.assertEqual((launches, fake.calls, fake.synchronized), (13, 13, 13))
+
+    def test_no_race_no_launch_and_a_race_that_never_settles_is_cut(self):
+        fake = FakeRacingMlatune(None)
+        self.assertEqual(bench.settle_race(fake, SHAPES["S0"], lambda: None, FakeStream(fake)), 0)
+        stuck = FakeRacingMlatune(10 ** 9)
+        self.assertEqual(bench.settle_race(stuck, SHAPES["S0"], lambda: setattr(stuck, "calls", stuck.calls + 1),
+                                           FakeStream(stuck)), bench.RACE_LAUNCH_LIMIT)
 
 
 def run_main(argv):

@@ -243,6 +243,21 @@ class Dispatcher:
         self._check("mlatune_choice_for", status)
         return parse_choice(text.value.decode("utf-8", "replace"))
 
+    def race_state(self, shape) -> str:
+        """"none", "racing" or "settled": how the race at an untuned `shape`
+        stands (a tuned shape, one not launched yet, or racing turned off by
+        MLATUNE_RACE=0 has none; see the C ABI's mlatune_race_state)."""
+        values = self._shape_array(shape)
+        state = ctypes.c_int()
+        self._check("mlatune_race_state",
+                    self._lib.mlatune_race_state(self._live(), values, len(values), ctypes.byref(state)))
+        return {0: "none", 1: "racing", 2: "settled"}[state.value]
+
+    def wait_compiles(self) -> None:
+        """Blocks until the background compiles and race preparations queued so
+        far are done (mlatune_wait_compiles)."""
+        self._check("mlatune_wait_compiles", self._lib.mlatune_wait_compiles(self._live()))
+
     def launch(self, shape, buffers, stream=None) -> None:
         """Launches the family at `shape` on `buffers` (in the order of
         .buffers: CUDA tensors, device pointers, or (pointer, bytes) pairs),
