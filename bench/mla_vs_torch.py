@@ -1265,6 +1265,8 @@ def start_gpu_run(args, offline_option: str, without_mlatune: str):
     if not torch.cuda.is_available():
         print("error: no CUDA GPU visible to PyTorch", file=sys.stderr)
         return 1
+    if args.race is not None:  # read by mlatune_open
+        os.environ["MLATUNE_RACE"] = str(args.race)
     try:
         mlatune, mlatune_failure = Mlatune(args.lib, args.db, args.space), ""
     except MlatuneError as e:
@@ -1351,10 +1353,10 @@ RACE_LAUNCH_LIMIT = 200
 
 
 def settle_race(mlatune: Mlatune, shape: Shape, run_once: Callable[[], object], stream) -> int:
-    """At an untuned shape the dispatcher races its first few configs over the next launches
-    (cache/dispatcher.h): launch, each call waited for, until the race settles; the launches it
-    took (0 where there is no race).  What is timed after this is the winner, as in a program
-    that has called the shape a few dozen times."""
+    """With --race (MLATUNE_RACE), at an untuned shape the dispatcher races its first few configs
+    over the next launches (cache/dispatcher.h): launch, each call waited for, until the race
+    settles; the launches it took (0 where there is no race).  What is timed after this is the
+    winner, as in a program that has called the shape a few dozen times."""
     launches = 0
     while mlatune.race_state(shape) == 1 and launches < RACE_LAUNCH_LIMIT:
         run_once()
@@ -1637,6 +1639,9 @@ def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
                         help="where the CSV, markdown and PNG go")
     parser.add_argument("--stem", default="side_by_side", help="their file name without extension")
     parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile")
+    parser.add_argument("--race", type=_non_negative_int, metavar="N",
+                        help="mlatune races N configs at each untuned shape before it is timed (MLATUNE_RACE; "
+                             "0 or 1: no race; default: the environment's, else none)")
     # Triton's autotuning runs in child processes, so a config that faults
     # (three do in Triton 3.6 on the H200) is a result, not the end of the run.
     parser.add_argument("--skip-triton", action="store_true",

@@ -142,7 +142,7 @@ constexpr std::size_t race_neighbors = 8;
 
 constexpr std::size_t max_stack_arguments = 32;
 
-/// MLATUNE_RACE: 0 (or 1) turns races off, N races N candidates; unset or
+/// MLATUNE_RACE: N >= 2 races N candidates, 0 or 1 turns races off; unset or
 /// not a number leaves the options alone.
 std::optional<std::size_t> race_candidates_from_environment() {
   const char* value = std::getenv("MLATUNE_RACE");
@@ -1013,7 +1013,8 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   impl->signature = std::make_unique<CallSignature>(*impl->space);
   impl->log = logging_enabled();
   impl->mode = options.compile;
-  if (std::optional<std::size_t> n = race_candidates_from_environment()) impl->options.race.candidates = *n;
+  if (!options.race.enabled())
+    if (std::optional<std::size_t> n = race_candidates_from_environment()) impl->options.race.candidates = *n;
   impl->index = std::make_unique<DispatchIndex>(
       DispatchIndex::build(impl->store, *impl->space, DispatchTarget{impl->device, ToolchainInfo::current()}));
   // A first use plans its launch on this space while the background thread

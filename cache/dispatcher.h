@@ -34,8 +34,8 @@
 // GPU; a launch during stream capture is not timed (it runs the leader).
 // Every candidate is valid at the shape, so outputs are right throughout;
 // their last bits may differ from one candidate to the next until the race
-// settles.  Hits never race.  MLATUNE_RACE=0 turns racing off, MLATUNE_RACE=N
-// races N candidates.
+// settles.  Hits never race.  Racing is off unless asked for:
+// MLATUNE_RACE=N (N >= 2; 4 is RaceOptions' default) or DispatcherOptions::race.
 //
 // Thread safety: every member function may be called from many threads at
 // once.  CUDA headers stay out of this header (streams are opaque pointers).
@@ -68,9 +68,10 @@ struct DispatcherOptions {
   /// Read-only never writes (no misses, no compiled binaries stored); the
   /// default opens read-write and falls back to read-only when it cannot.
   bool read_only = false;
-  /// Races at untuned shapes (see the top of this file); open() reads
-  /// MLATUNE_RACE over `race.candidates` when it is set.
-  RaceOptions race;
+  /// Races at untuned shapes (see the top of this file): off by default
+  /// until a run on the H200 has shown what they gain (docs/performance.md).
+  /// Where these options leave it off, open() reads MLATUNE_RACE.
+  RaceOptions race{.candidates = 0};
 };
 
 /// Counters since open (for tests and logs).

@@ -1,8 +1,9 @@
 // mlatune run: dispatch a kernel family once at one shape, the way a library
 // caller would (cache/dispatcher.h), on random inputs; print the config the
 // dispatcher chose and why, and with --check compare with the float64
-// reference.  At an untuned shape it then runs the dispatcher's race to its
-// end (every raced config's output checked with --check) and says who won.
+// reference.  With --race (or MLATUNE_RACE), at an untuned shape it then runs
+// the dispatcher's race to its end (every raced config's output checked with
+// --check) and says who won.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,6 +37,7 @@ struct RunOptions {
   bool json = false;
   bool blocking_compile = false;
   std::optional<std::uint64_t> seed;
+  std::size_t race = 0;  // configs raced at an untuned shape (0: MLATUNE_RACE decides, else none)
 };
 
 nlohmann::json choice_json(const SearchSpace& space, const Choice& choice) {
@@ -167,6 +169,7 @@ void run(const RunOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   DispatcherOptions dispatcher_options;
   dispatcher_options.compile = options.blocking_compile ? CompileMode::blocking : CompileMode::background;
+  dispatcher_options.race.candidates = options.race;
   std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(database, options.space_file, dispatcher_options);
   auto t1 = std::chrono::steady_clock::now();
   DispatchDescription description = dispatcher->describe(shape);
@@ -265,7 +268,7 @@ void add_run_commands(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run_command = app.add_subcommand(
       "run", "Dispatch a kernel once at a shape as the runtime library would; print the chosen config and why "
-             "(at an untuned shape, then run its race to the end and say which config won)");
+             "(with --race, at an untuned shape, then run its race to the end and say which config won)");
   run_command->add_option("space", options->space_file, "search-space YAML file")->required();
   run_command->add_option("--shape", options->shape, "the shape, e.g. B=2,T=32,H=4,D=16,R=24")->required();
   run_command->add_option("--db", options->db, "database (default: $MLATUNE_DB, else ./mlatune.db)");
@@ -274,6 +277,10 @@ void add_run_commands(CLI::App& app) {
   run_command->add_flag("--blocking-compile", options->blocking_compile,
                         "compile the chosen binary on this thread when absent, instead of running a ready stand-in "
                         "while it compiles in the background");
+  run_command->add_option("--race", options->race,
+                          "at an untuned shape, race this many of the selector's configs to the end and say "
+                          "which won (default: MLATUNE_RACE, else no race)")
+      ->check(whole_number(2, 64));
   run_command->add_option("--seed", options->seed, "seed for the random inputs (default: fresh)")
       ->check(whole_number(0, UINT64_MAX));
   run_command->callback([options] { run(*options); });

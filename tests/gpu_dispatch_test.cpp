@@ -90,8 +90,9 @@ class GpuDispatchTest : public ::testing::Test {
     return stats.relative_l2;
   }
 
-  // Options for tests that count loads and compiles: the races at
-  // untuned shapes (on by default) would load and compile more.
+  // Options for tests that count loads and compiles: races at untuned
+  // shapes (off by default, on where MLATUNE_RACE says) would load and
+  // compile more.
   static DispatcherOptions without_races(DispatcherOptions options = {}) {
     options.race.candidates = 0;
     return options;
@@ -590,7 +591,9 @@ TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) 
     }
   }
   ASSERT_GE(tuned_configs.size(), 2u);
-  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file);
+  DispatcherOptions race_options;
+  race_options.race = RaceOptions{};  // four candidates, three times each
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file, race_options);
   WorkloadOptions options;
   options.seed = 61;
   options.validation_sets = 1;
@@ -672,6 +675,20 @@ TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) 
   int state = -1;
   ASSERT_EQ(mlatune_race_state(handle, values, 5, &state), MLATUNE_OK);
   EXPECT_EQ(state, MLATUNE_NO_RACE) << "not launched yet in this dispatcher";
+  mlatune_close(handle);
+  // Racing is off unless asked for.
+  std::unique_ptr<Dispatcher> plain = Dispatcher::open(db, space_file);
+  plain->launch(shape(x), workload.arguments(0), workload.stream().get());
+  plain->wait_compiles();
+  EXPECT_FALSE(plain->describe(shape(x)).race) << plain->describe(shape(x)).text;
+  // MLATUNE_RACE turns it on through the C ABI.
+  setenv("MLATUNE_RACE", "3", 1);
+  ASSERT_EQ(mlatune_open(db.c_str(), space_file.c_str(), &handle), MLATUNE_OK) << mlatune_last_error(nullptr);
+  unsetenv("MLATUNE_RACE");
+  EXPECT_LE(dispatch_and_validate(handle, x, 62), space_->tolerance().relative_l2);
+  ASSERT_EQ(mlatune_wait_compiles(handle), MLATUNE_OK);
+  ASSERT_EQ(mlatune_race_state(handle, values, 5, &state), MLATUNE_OK);
+  EXPECT_EQ(state, MLATUNE_RACING);
   mlatune_close(handle);
 }
 
