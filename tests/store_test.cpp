@@ -12,7 +12,9 @@
 
 #include "cache/sqlite.h"
 #include "cache/store.h"
+#include "core/compiler.h"
 #include "core/hash.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {
@@ -397,6 +399,86 @@ TEST_F(StoreTest, BinariesRoundTripAndKeepTheFirstContent) {
   EXPECT_EQ(got->resources_json, R"({"registers": 40})");
   EXPECT_EQ(got->arch, "sm_90");
   EXPECT_FALSE(store.get_binary("k2").has_value());
+}
+
+// The blob a binary is stored as, read past the store.
+std::vector<std::uint8_t> stored_blob(const fs::path& db, const std::string& key) {
+  auto connection = sqlite::Connection::open(db, sqlite::OpenMode::read_only);
+  auto s = connection.prepare("SELECT cubin FROM binaries WHERE key = ?1");
+  s.bind(1, key);
+  EXPECT_TRUE(s.step()) << key;
+  return s.column_blob(0);
+}
+
+void insert_blob(const fs::path& db, const std::string& key, const std::vector<std::uint8_t>& blob) {
+  auto connection = sqlite::Connection::open(db, sqlite::OpenMode::read_write_create);
+  connection.prepare("INSERT INTO binaries(key, kernel_name, template_hash, nvrtc_version, arch, cubin, resources, "
+                     "created_at) VALUES(?1, 'mla', 't', '13.0', 'sm_90', ?2, '{}', '2026-12-02')")
+      .bind(1, key)
+      .bind_blob(2, blob)
+      .run();
+}
+
+TEST_F(StoreTest, CubinsAreStoredCompressedAndReadBackExactly) {
+  // A real cubin: the flagship's default config at S0 for sm_90 (NVRTC, no GPU).
+  const SearchSpace space = SearchSpace::load(fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" /
+                                              "fused_mla_attention.yaml");
+  const Shape s0 = space.parse_shape("B=2,T=32,H=4,D=16,R=24");
+  CompileResult compiled = Compiler().compile(compile_request(space, space.default_config(), s0, "sm_90"));
+  ASSERT_TRUE(compiled.ok()) << compiled.failure().message;
+  const std::vector<std::uint8_t> cubin(compiled.binary().cubin.begin(), compiled.binary().cubin.end());
+  ASSERT_EQ(std::string(cubin.begin(), cubin.begin() + 4), "\x7f" "ELF");
+
+  Store store = Store::open(file("packed.db"));
+  store.put_binary(BinaryRecord{"real", "mla", "t", "13.0", "sm_90", cubin, "{}"});
+  const std::vector<std::uint8_t> blob = stored_blob(file("packed.db"), "real");
+  EXPECT_EQ(std::string(blob.begin(), blob.begin() + 4), "MLZ1");
+  EXPECT_LT(blob.size() * 2, cubin.size()) << "a cubin of " << cubin.size() << " bytes took " << blob.size();
+  std::printf("cubin %zu bytes, stored %zu (%.2fx smaller)\n", cubin.size(), blob.size(),
+              static_cast<double>(cubin.size()) / static_cast<double>(blob.size()));
+  std::optional<BinaryRecord> got = store.get_binary("real");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->cubin, cubin);
+  // Bytes that do not compress (random) still come back whole.
+  std::vector<std::uint8_t> noise(70'001);
+  std::mt19937 rng(5);
+  for (auto& b : noise) b = static_cast<std::uint8_t>(rng());
+  store.put_binary(BinaryRecord{"noise", "mla", "t", "13.0", "sm_90", noise, "{}"});
+  EXPECT_EQ(store.get_binary("noise")->cubin, noise);
+  store.put_binary(BinaryRecord{"empty", "mla", "t", "13.0", "sm_90", {}, "{}"});
+  EXPECT_TRUE(store.get_binary("empty")->cubin.empty());
+}
+
+TEST_F(StoreTest, CubinsStoredBeforeCompressionAreReadAsTheyAre) {
+  Store store = Store::open(file("old.db"));
+  const std::vector<std::uint8_t> elf = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0x33, 0, 1, 2, 3};
+  insert_blob(file("old.db"), "old", elf);
+  std::optional<BinaryRecord> got = store.get_binary("old");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->cubin, elf);
+}
+
+TEST_F(StoreTest, ADamagedCompressedBinaryIsAnEnvironmentErrorThatNamesIt) {
+  Store store = Store::open(file("damaged.db"));
+  std::vector<std::uint8_t> good(5000, 7);
+  store.put_binary(BinaryRecord{"good", "mla", "t", "13.0", "sm_90", good, "{}"});
+  std::vector<std::uint8_t> blob = stored_blob(file("damaged.db"), "good");
+  std::vector<std::uint8_t> cut(blob.begin(), blob.begin() + static_cast<std::ptrdiff_t>(blob.size() / 2));
+  insert_blob(file("damaged.db"), "cut", cut);
+  std::vector<std::uint8_t> huge = blob;
+  huge[11] = 0x7f;  // the recorded size's top byte: far past any cubin
+  insert_blob(file("damaged.db"), "huge", huge);
+  for (const char* key : {"cut", "huge"}) {
+    SCOPED_TRACE(key);
+    try {
+      store.get_binary(key);
+      ADD_FAILURE() << "read without an error";
+    } catch (const EnvironmentError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("binary ") + key + " in "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(store.get_binary("good")->cubin, good);
 }
 
 TEST_F(StoreTest, MissesAreCounted) {
