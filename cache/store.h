@@ -307,6 +307,14 @@ class Store {
   /// content).
   void put_binary(const BinaryRecord&);
   std::optional<BinaryRecord> get_binary(const std::string& key);
+  /// What is stored of each binary of a kernel family, without its cubin.
+  struct StoredBinary {
+    std::string key, template_hash, nvrtc_version, arch;
+    std::int64_t stored_bytes = 0;  // the blob as kept (compressed)
+  };
+  std::vector<StoredBinary> binaries_of(const std::string& kernel_name);
+  /// Deletes these binaries in one transaction; returns how many there were.
+  std::int64_t delete_binaries(const std::vector<std::string>& keys);
 
   // ---- misses --------------------------------------------------------------------
   /// Counts a run-time lookup of an untuned shape.  Returns false (and writes

@@ -97,4 +97,29 @@ std::optional<BinaryRecord> Store::get_binary(const std::string& key) {
                       s->column_text(4), unpack(s->column_blob(5), key, path_), s->column_text(6)};
 }
 
+std::vector<Store::StoredBinary> Store::binaries_of(const std::string& kernel_name) {
+  auto s = db_.prepare("SELECT key, template_hash, nvrtc_version, arch, length(cubin) FROM binaries "
+                       "WHERE kernel_name = ?1 ORDER BY key");
+  s.bind(1, kernel_name);
+  std::vector<StoredBinary> found;
+  while (s.step())
+    found.push_back(StoredBinary{s.column_text(0), s.column_text(1), s.column_text(2), s.column_text(3),
+                                 s.column_int64(4)});
+  return found;
+}
+
+std::int64_t Store::delete_binaries(const std::vector<std::string>& keys) {
+  require_writable("delete binaries");
+  Transaction transaction(db_);
+  auto s = db_.prepare("DELETE FROM binaries WHERE key = ?1");
+  std::int64_t deleted = 0;
+  for (const std::string& key : keys) {
+    s.bind(1, key).run();
+    deleted += db_.changes();
+    s.reset();
+  }
+  transaction.commit();
+  return deleted;
+}
+
 }  // namespace mlatune

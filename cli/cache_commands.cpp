@@ -21,6 +21,12 @@
 
 namespace mlatune::cli {
 
+std::string human_bytes(std::uintmax_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+}
+
 namespace {
 
 using nlohmann::json;
@@ -72,12 +78,6 @@ std::string one_line(const std::string& text, std::size_t limit) {
   std::string line = text.substr(0, text.find('\n'));
   if (line.size() > limit) line = line.substr(0, limit - 3) + "...";
   return line;
-}
-
-std::string human_bytes(std::uintmax_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
 }
 
 /// "B=2,T=32" and "T=32, B=2" name the same shape.
@@ -488,6 +488,7 @@ void add_cache_commands(CLI::App& app) {
   add_portable_commands(*cache, std::shared_ptr<const std::string>(options, &options->db));
   add_warm_command(*cache, std::shared_ptr<const std::string>(options, &options->db));
   add_regret_command(*cache, std::shared_ptr<const std::string>(options, &options->db));
+  add_trim_command(*cache, std::shared_ptr<const std::string>(options, &options->db));
 }
 
 }  // namespace mlatune::cli

@@ -3,6 +3,7 @@
 // throwing mlatune::InputError (exit 2) or another mlatune::Error (exit 1).
 // Output goes to stdout; diagnostics to stderr.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -25,8 +26,12 @@ void add_portable_commands(CLI::App& cache, std::shared_ptr<const std::string> d
 /// `cache_db` is its --db (given before the subcommand's name).
 void add_warm_command(CLI::App& cache, std::shared_ptr<const std::string> cache_db);    // cli/warm_commands.cpp
 void add_regret_command(CLI::App& cache, std::shared_ptr<const std::string> cache_db);  // cli/regret_commands.cpp
+void add_trim_command(CLI::App& cache, std::shared_ptr<const std::string> cache_db);    // cli/trim_commands.cpp
 
 /// The database path: --db if given, else $MLATUNE_DB, else ./mlatune.db.
 std::filesystem::path database_path(const std::string& db_option);
+
+/// "812 B", "3.4 KiB", "12.7 MiB" (cli/cache_commands.cpp).
+std::string human_bytes(std::uintmax_t bytes);
 
 }  // namespace mlatune::cli
