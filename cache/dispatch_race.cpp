@@ -1,6 +1,8 @@
 #include "cache/dispatch_race.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -38,6 +40,10 @@ void RaceBook::dropped(std::size_t runner) {
   --in_flight_[runner];
 }
 
+void RaceBook::disqualify(std::size_t runner) {
+  times_.at(runner).assign(samples_, std::numeric_limits<double>::infinity());
+}
+
 bool RaceBook::settled() const {
   return std::all_of(times_.begin(), times_.end(), [&](const auto& t) { return t.size() >= samples_; });
 }
@@ -53,10 +59,16 @@ double RaceBook::median_us(std::size_t runner) const {
 }
 
 std::size_t RaceBook::leader() const {
+  // Ranks: a finite median (lowest first), then no time yet (earliest
+  // first), then disqualified.
+  auto rank = [&](std::size_t i) {
+    if (times_[i].empty()) return 1;
+    return std::isinf(median_us(i)) ? 2 : 0;
+  };
   std::size_t best = 0;
   for (std::size_t i = 1; i < times_.size(); ++i) {
-    if (times_[i].empty()) continue;
-    if (times_[best].empty() || median_us(i) < median_us(best)) best = i;
+    const int r = rank(i), b = rank(best);
+    if (r < b || (r == 0 && b == 0 && median_us(i) < median_us(best))) best = i;
   }
   return best;
 }

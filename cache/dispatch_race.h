@@ -48,11 +48,15 @@ class RaceBook {
   /// A launch that started() will bring no time (its events failed): it is
   /// timed again.
   void dropped(std::size_t runner);
+  /// `runner` cannot run here (its launch failed): it gets infinite times,
+  /// is never timed again and never leads while another has a time.
+  void disqualify(std::size_t runner);
 
   /// Every runner has all its samples.
   bool settled() const;
-  /// The runner with the lowest median of the times so far (runners with
-  /// none come last; index 0 on a tie or when nobody has a time).
+  /// The runner with the lowest median of the times so far; else the
+  /// earliest with no time yet; disqualified runners last (index 0 on a
+  /// tie or when nobody has a time).
   std::size_t leader() const;
   /// Median of `runner`'s times; 0 when it has none.
   double median_us(std::size_t runner) const;

@@ -676,7 +676,8 @@ struct Dispatcher::Impl {
         cudaEventRecord(start, static_cast<cudaStream_t>(stream)) == cudaSuccess) {
       try {
         run(race.runners[*next].launch);
-      } catch (...) {
+      } catch (...) {  // the caller hears of it; the race goes on without this runner
+        race.book.disqualify(*next);
         race.spare.push_back(start);
         race.spare.push_back(stop);
         throw;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace mlatune {
@@ -77,6 +79,22 @@ TEST(RaceBook, ADroppedLaunchIsTimedAgain) {
   book.finished(1, 6.0);
   EXPECT_TRUE(book.settled());
   EXPECT_EQ(book.leader(), 1u);
+}
+
+TEST(RaceBook, ARunnerWhoseLaunchFailedIsNeverTimedAgainNorWins) {
+  RaceBook book(3, 2);
+  book.disqualify(0);
+  EXPECT_EQ(book.leader(), 1u) << "the untimed launches run a runner that may still run";
+  std::vector<std::size_t> order;
+  while (auto next = book.next_to_time()) {
+    order.push_back(*next);
+    book.started(*next);
+  }
+  EXPECT_EQ(order, (std::vector<std::size_t>{1, 2, 1, 2}));
+  for (std::size_t runner : order) book.finished(runner, runner == 1 ? 90.0 : 80.0);
+  EXPECT_TRUE(book.settled());
+  EXPECT_EQ(book.leader(), 2u);
+  EXPECT_TRUE(std::isinf(book.median_us(0)));
 }
 
 TEST(RaceBook, BookkeepingMistakesAreInternalErrors) {
