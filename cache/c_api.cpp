@@ -60,6 +60,13 @@ std::span<const std::int64_t> shape_values(const std::int64_t* shape, std::size_
   return {shape, count};
 }
 
+/// What the dispatcher says of a shape, after checking the handle and the shape.
+DispatchDescription described(const mlatune_dispatcher* handle, const std::int64_t* shape, std::size_t count,
+                              const char* function) {
+  const CallSignature& signature = signature_of(handle, function);
+  return handle->dispatcher->describe(signature.shape(shape_values(shape, count, function)));
+}
+
 /// The buffers as the dispatcher takes them, after checking that none is NULL.
 void* const* checked_buffers(const CallSignature& signature, const void* const* buffers, std::size_t count,
                              const char* function) {
@@ -134,22 +141,16 @@ int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, 
                           int* stand_in) {
   using namespace mlatune::c_api;
   return guarded([&] {
-    const char* function = "mlatune_runs_stand_in";
-    const mlatune::CallSignature& signature = signature_of(dispatcher, function);
     require(stand_in != nullptr, "mlatune_runs_stand_in: stand_in is NULL");
-    mlatune::Shape checked = signature.shape(shape_values(shape, shape_count, function));
-    *stand_in = dispatcher->dispatcher->describe(checked).stand_in ? 1 : 0;
+    *stand_in = described(dispatcher, shape, shape_count, "mlatune_runs_stand_in").stand_in ? 1 : 0;
   });
 }
 
 int mlatune_race_state(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count, int* state) {
   using namespace mlatune::c_api;
   return guarded([&] {
-    const char* function = "mlatune_race_state";
-    const mlatune::CallSignature& signature = signature_of(dispatcher, function);
     require(state != nullptr, "mlatune_race_state: state is NULL");
-    mlatune::Shape checked = signature.shape(shape_values(shape, shape_count, function));
-    const auto race = dispatcher->dispatcher->describe(checked).race;
+    const auto race = described(dispatcher, shape, shape_count, "mlatune_race_state").race;
     *state = !race ? MLATUNE_NO_RACE : race->settled ? MLATUNE_RACE_SETTLED : MLATUNE_RACING;
   });
 }

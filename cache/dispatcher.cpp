@@ -464,17 +464,23 @@ struct Dispatcher::Impl {
     for (const auto& values : shapes_waiting) switch_shape(*slot, values);
   }
 
+  /// What replaces a published shape's Prepared keeps what does not depend
+  /// on the config that runs: the buffers' sizes and the index's choice.
+  static Prepared successor(const Prepared& old) {
+    Prepared next;
+    next.buffer_bytes = old.buffer_bytes;
+    next.shape_ok = old.shape_ok;
+    next.target = old.target;
+    return next;
+  }
+
   /// Publishes the chosen binary's launch for one waiting shape; keeps the
   /// stand-in (with the reason) where the chosen config cannot launch.
   void switch_shape(KernelSlot& slot, const std::vector<std::int64_t>& values) {
     const auto* entry = prepared.find(values);
     if (!entry) return;
-    const Prepared& old = entry->value.get();
-    Prepared next;
-    next.buffer_bytes = old.buffer_bytes;
-    next.shape_ok = old.shape_ok;
-    next.target = old.target;
-    next.choice = old.target;
+    Prepared next = successor(entry->value.get());
+    next.choice = next.target;
     const Shape shape{values};
     std::optional<LaunchPlan> plan = plan_for(next.target, shape, next);
     if (plan) {
@@ -505,12 +511,9 @@ struct Dispatcher::Impl {
   /// Republishes the shape's stand-in with why its choice cannot take over.
   void keep_stand_in(const ShapeTable<ShapeSlot>::Entry& entry, const std::string& why) {
     const Prepared& old = entry.value.get();
-    Prepared kept;
+    Prepared kept = successor(old);
     kept.launch = old.launch;
-    kept.buffer_bytes = old.buffer_bytes;
-    kept.shape_ok = old.shape_ok;
     kept.choice = old.choice;
-    kept.target = old.target;
     kept.stand_in = true;
     kept.background_error = why;
     entry.value.current.store(keep(std::move(kept)), std::memory_order_release);
@@ -631,10 +634,7 @@ struct Dispatcher::Impl {
       if (!target_error.empty() && old.stand_in) keep_stand_in(*entry, target_error);
       return;
     }
-    Prepared next;
-    next.buffer_bytes = old.buffer_bytes;
-    next.shape_ok = old.shape_ok;
-    next.target = old.target;
+    Prepared next = successor(old);
     next.choice = runners.front().choice;
     next.launch = runners.front().launch;
     // The choice is the first runner whenever it could run; else the
@@ -765,10 +765,7 @@ struct Dispatcher::Impl {
     const auto* entry = prepared.find(values);
     if (!entry) return;
     const Prepared& old = entry->value.get();
-    Prepared next;
-    next.buffer_bytes = old.buffer_bytes;
-    next.shape_ok = old.shape_ok;
-    next.target = old.target;
+    Prepared next = successor(old);
     next.stand_in = old.stand_in;
     next.background_error = old.background_error;
     next.choice = race.runners[race.winner].choice;
