@@ -1641,7 +1641,7 @@ def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--skip-compile", action="store_true", help="leave out torch.compile")
     parser.add_argument("--race", type=_non_negative_int, metavar="N",
                         help="mlatune races N configs at each untuned shape before it is timed (MLATUNE_RACE; "
-                             "0 or 1: no race; default: the environment's, else none)")
+                             "0 or 1: no race; default: the environment's, else the dispatcher's 4)")
     # Triton's autotuning runs in child processes, so a config that faults
     # (three do in Triton 3.6 on the H200) is a result, not the end of the run.
     parser.add_argument("--skip-triton", action="store_true",

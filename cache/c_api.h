@@ -77,8 +77,8 @@ int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, 
                           int* stand_in);
 
 /* ---- races at untuned shapes -------------------------------------------------
- * With MLATUNE_RACE=N (N >= 2; off when unset), at a shape nobody tuned the
- * dispatcher readies the selector's first N configs in the background and
+ * At a shape nobody tuned the dispatcher readies the selector's first four
+ * configs (MLATUNE_RACE=N: N of them; 0 or 1: no race) in the background and
  * times them on the shape's next launches (CUDA events on the caller's
  * stream, never waited for), then runs the fastest; mlatune_choice_for says
  * how it went.  Every raced config is valid at the shape: outputs are right

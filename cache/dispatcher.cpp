@@ -158,6 +158,48 @@ bool logging_enabled() {
   return value && *value && std::strcmp(value, "0") != 0;
 }
 
+/// The stream-ordered pool a dispatcher's workspaces come from (launches
+/// whose prologue runs allocate the materialized K/V per launch, then free it
+/// on the stream).  The device's default pool gives its memory back to the
+/// driver at every synchronization (release threshold 0), so a caller that
+/// synchronizes between calls paid a fresh mapping per launch: on the H200,
+/// 50-90 us at the small shapes and up to 0.4 ms at the large ones, measured
+/// as the gap between a raced launch's events and the benchmark's time of the
+/// same binary (docs/performance.md, eighth session).  This pool keeps up to
+/// `keep_bytes` across synchronizations instead, without touching the
+/// default pool other code in the process relies on.  Creating it and one
+/// byte allocated and freed move the pool's setup (6.5 ms on the H200 for the
+/// first pool of a process) to open.
+class WorkspacePool {
+ public:
+  WorkspacePool(int device, std::uint64_t keep_bytes) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    MLATUNE_CUDA(cudaMemPoolCreate(&pool_, &props));
+    try {
+      MLATUNE_CUDA(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_bytes));
+      void* pointer = nullptr;
+      MLATUNE_CUDA(cudaMallocFromPoolAsync(&pointer, 1, pool_, nullptr));
+      MLATUNE_CUDA(cudaFreeAsync(pointer, nullptr));
+      MLATUNE_CUDA(cudaStreamSynchronize(nullptr));
+    } catch (...) {
+      cudaMemPoolDestroy(pool_);
+      throw;
+    }
+  }
+  WorkspacePool(const WorkspacePool&) = delete;
+  WorkspacePool& operator=(const WorkspacePool&) = delete;
+  /// Memory still allocated (a launch in flight) is released by the driver
+  /// once freed: destroying the pool does not wait for it.
+  ~WorkspacePool() { cudaMemPoolDestroy(pool_); }
+  cudaMemPool_t get() const { return pool_; }
+
+ private:
+  cudaMemPool_t pool_ = nullptr;
+};
+
 }  // namespace
 
 struct Dispatcher::Impl {
@@ -189,6 +231,10 @@ struct Dispatcher::Impl {
       races_settled{0}, race_launches{0};
   std::atomic<std::uint64_t> choose_ns{0}, store_read_ns{0}, load_ns{0}, ready_ns{0}, miss_ns{0}, rank_ns{0},
       queue_ns{0}, first_launch_ns{0}, workspace_ns{0};
+  /// Where workspaces come from; null (the device's default pool) for a
+  /// space without a prologue.  Declared before `queue`, so it outlives the
+  /// background worker.
+  std::unique_ptr<WorkspacePool> workspace_pool;
   mutable std::mutex error_mutex;     // for last_background_error (stats() must not wait on a compile)
   std::string last_background_error;
 
@@ -823,8 +869,8 @@ struct Dispatcher::Impl {
   /// allocation unless the kernel has more than max_stack_arguments.
   /// `workspace_sum`, when given, adds the host time of the workspaces'
   /// allocation and release (first launches only: the hit path passes none).
-  static void launch_prepared(const DispatchLaunch& launch, void* const* buffers, void* stream,
-                              std::atomic<std::uint64_t>* workspace_sum = nullptr) {
+  void launch_prepared(const DispatchLaunch& launch, void* const* buffers, void* stream,
+                       std::atomic<std::uint64_t>* workspace_sum = nullptr) const {
     const std::size_t n = launch.arguments.size();
     void* stack[max_stack_arguments];
     std::vector<void*> heap;
@@ -841,8 +887,8 @@ struct Dispatcher::Impl {
   }
 
   /// The launch of a prepared shape with the caller's complete argument list.
-  static void launch_arguments(const DispatchLaunch& launch, void** arguments, void* stream,
-                               std::atomic<std::uint64_t>* workspace_sum = nullptr) {
+  void launch_arguments(const DispatchLaunch& launch, void** arguments, void* stream,
+                        std::atomic<std::uint64_t>* workspace_sum = nullptr) const {
     if (!launch.workspace_positions.empty()) [[unlikely]]
       return launch_with_workspace(launch, arguments, stream, workspace_sum);
     check_launch(launch.sequence.issue(arguments, stream));
@@ -876,8 +922,8 @@ struct Dispatcher::Impl {
   /// prologue runs, by scratch allocated on `stream` for this launch only
   /// (stream-ordered: callers on other streams never share it), then
   /// prologue and main back to back, then the scratch freed on `stream`.
-  static void launch_with_workspace(const DispatchLaunch& d, void* const* arguments, void* stream,
-                                    std::atomic<std::uint64_t>* workspace_sum = nullptr) {
+  void launch_with_workspace(const DispatchLaunch& d, void* const* arguments, void* stream,
+                             std::atomic<std::uint64_t>* workspace_sum = nullptr) const {
     // On the stack unless the kernel has more arguments than max_stack_arguments:
     // a hit of a config without a running prologue allocates nothing.
     const std::size_t n = d.arguments.size(), w = d.workspace_positions.size();
@@ -926,7 +972,10 @@ struct Dispatcher::Impl {
         for (std::size_t k = 0; k < w; ++k) {
           auto bytes = static_cast<std::size_t>(d.workspace_bytes[k]);
           if (bytes == 0) continue;  // an empty workspace stays a null pointer
-          MLATUNE_CUDA(cudaMallocAsync(&scratch[k], bytes, s));
+          if (workspace_pool)
+            MLATUNE_CUDA(cudaMallocFromPoolAsync(&scratch[k], bytes, workspace_pool->get(), s));
+          else
+            MLATUNE_CUDA(cudaMallocAsync(&scratch[k], bytes, s));
         }
       }
       check_launch(d.sequence.issue(list, stream));
@@ -938,24 +987,6 @@ struct Dispatcher::Impl {
   }
 };
 
-namespace {
-
-/// Launches whose prologue runs take their workspaces from the stream-ordered
-/// allocator (cudaMallocAsync).  The first such allocation in a process sets
-/// up the device's memory pool (6.5 ms on the H200, 0.05 ms for a later
-/// allocation of 64 KB after the pool has been trimmed).  One byte allocated
-/// and freed here moves that to open.  (The 5-8 ms that the process's first
-/// call still spent on 2026-12-01 were not the launch: DispatcherStats'
-/// phases showed them in the stand-ins' ranking, which built a second
-/// expression evaluator; open now prepares them, above.)
-void prime_stream_ordered_allocator() {
-  void* pointer = nullptr;
-  MLATUNE_CUDA(cudaMallocAsync(&pointer, 1, nullptr));
-  MLATUNE_CUDA(cudaFreeAsync(pointer, nullptr));
-  MLATUNE_CUDA(cudaStreamSynchronize(nullptr));
-}
-
-}  // namespace
 
 std::string RaceReport::text() const {
   if (runners.empty()) return "no race";
@@ -1011,7 +1042,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   impl->signature = std::make_unique<CallSignature>(*impl->space);
   impl->log = logging_enabled();
   impl->mode = options.compile;
-  if (!options.race.enabled())
+  if (options.race_from_environment)
     if (std::optional<std::size_t> n = race_candidates_from_environment()) impl->options.race.candidates = *n;
   impl->index = std::make_unique<DispatchIndex>(
       DispatchIndex::build(impl->store, *impl->space, DispatchTarget{impl->device, ToolchainInfo::current()}));
@@ -1019,7 +1050,8 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   // may be preparing a compile on it: evaluators for both, built here rather
   // than on a caller's first call (milliseconds each).
   impl->space->prepare_evaluators(DispatchIndex::first_use_evaluators + 1);
-  if (impl->space->prologue()) prime_stream_ordered_allocator();
+  if (impl->space->prologue())
+    impl->workspace_pool = std::make_unique<WorkspacePool>(options.device, options.workspace_keep_bytes);
   if (options.record_misses && !impl->store.read_only()) {
     try {
       impl->ensure_miss_ids();
@@ -1036,12 +1068,12 @@ void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, v
   if (!p.launch.ready()) Impl::fail(p);
   if (first) [[unlikely]]
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
-      Impl::launch_arguments(p.launch, arguments, stream, workspace_sum);
+      impl_->launch_arguments(p.launch, arguments, stream, workspace_sum);
     });
   if (p.racing) [[unlikely]]
     return impl_->race_launch(*p.race, shape, stream,
-                              [&](const DispatchLaunch& l) { Impl::launch_arguments(l, arguments, stream); });
-  Impl::launch_arguments(p.launch, arguments, stream);
+                              [&](const DispatchLaunch& l) { impl_->launch_arguments(l, arguments, stream); });
+  impl_->launch_arguments(p.launch, arguments, stream);
 }
 
 void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const* buffers,
@@ -1054,12 +1086,12 @@ void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const
                                  p.launch.buffer_count, buffer_count));
   if (first) [[unlikely]]
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
-      Impl::launch_prepared(p.launch, buffers, stream, workspace_sum);
+      impl_->launch_prepared(p.launch, buffers, stream, workspace_sum);
     });
   if (p.racing) [[unlikely]]
     return impl_->race_launch(*p.race, shape, stream,
-                              [&](const DispatchLaunch& l) { Impl::launch_prepared(l, buffers, stream); });
-  Impl::launch_prepared(p.launch, buffers, stream);
+                              [&](const DispatchLaunch& l) { impl_->launch_prepared(l, buffers, stream); });
+  impl_->launch_prepared(p.launch, buffers, stream);
 }
 
 void Dispatcher::launch_buffers_checked(std::span<const std::int64_t> shape, void* const* buffers,
@@ -1079,12 +1111,12 @@ void Dispatcher::launch_buffers_checked(std::span<const std::int64_t> shape, voi
   if (!p.launch.ready()) Impl::fail(p);
   if (first) [[unlikely]]
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
-      Impl::launch_prepared(p.launch, buffers, stream, workspace_sum);
+      impl_->launch_prepared(p.launch, buffers, stream, workspace_sum);
     });
   if (p.racing) [[unlikely]]
     return impl_->race_launch(*p.race, shape, stream,
-                              [&](const DispatchLaunch& l) { Impl::launch_prepared(l, buffers, stream); });
-  Impl::launch_prepared(p.launch, buffers, stream);
+                              [&](const DispatchLaunch& l) { impl_->launch_prepared(l, buffers, stream); });
+  impl_->launch_prepared(p.launch, buffers, stream);
 }
 
 DispatchDescription Dispatcher::describe(const Shape& shape) const {

@@ -34,8 +34,11 @@
 // GPU; a launch during stream capture is not timed (it runs the leader).
 // Every candidate is valid at the shape, so outputs are right throughout;
 // their last bits may differ from one candidate to the next until the race
-// settles.  Hits never race.  Racing is off unless asked for:
-// MLATUNE_RACE=N (N >= 2; 4 is RaceOptions' default) or DispatcherOptions::race.
+// settles.  Hits never race.  Racing is on by default with RaceOptions'
+// four candidates (the H200 measurements behind that: docs/performance.md,
+// eighth session); MLATUNE_RACE=N races N instead, and 0 or 1 turns it off,
+// as do DispatcherOptions::race{.candidates = 0} with race_from_environment
+// false.
 //
 // Thread safety: every member function may be called from many threads at
 // once.  CUDA headers stay out of this header (streams are opaque pointers).
@@ -68,10 +71,18 @@ struct DispatcherOptions {
   /// Read-only never writes (no misses, no compiled binaries stored); the
   /// default opens read-write and falls back to read-only when it cannot.
   bool read_only = false;
-  /// Races at untuned shapes (see the top of this file): off by default
-  /// until a run on the H200 has shown what they gain (docs/performance.md).
-  /// Where these options leave it off, open() reads MLATUNE_RACE.
-  RaceOptions race{.candidates = 0};
+  /// Races at untuned shapes (see the top of this file): four candidates
+  /// unless said otherwise.  With race_from_environment, MLATUNE_RACE (when
+  /// set to a number) replaces race.candidates, so that a deployment can turn
+  /// races off or widen them without a rebuild.
+  RaceOptions race{};
+  bool race_from_environment = true;
+  /// Workspace memory (a prologue's materialized K/V, per launch) the
+  /// dispatcher's own stream-ordered pool keeps across synchronizations,
+  /// instead of giving it back to the driver and mapping it again at the
+  /// next launch.  0 keeps nothing (each launch after a synchronization
+  /// maps its workspace afresh).
+  std::uint64_t workspace_keep_bytes = std::uint64_t{1} << 30;
 };
 
 /// Counters since open (for tests and logs).

@@ -1,9 +1,9 @@
 // mlatune run: dispatch a kernel family once at one shape, the way a library
 // caller would (cache/dispatcher.h), on random inputs; print the config the
 // dispatcher chose and why, and with --check compare with the float64
-// reference.  With --race (or MLATUNE_RACE), at an untuned shape it then runs
-// the dispatcher's race to its end (every raced config's output checked with
-// --check) and says who won.
+// reference.  At an untuned shape it then runs the dispatcher's race (four
+// candidates unless --race or MLATUNE_RACE say otherwise) to its end, every
+// raced config's output checked with --check, and says who won.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,7 +37,7 @@ struct RunOptions {
   bool json = false;
   bool blocking_compile = false;
   std::optional<std::uint64_t> seed;
-  std::size_t race = 0;  // configs raced at an untuned shape (0: MLATUNE_RACE decides, else none)
+  std::optional<std::size_t> race;  // configs raced at an untuned shape (unset: MLATUNE_RACE, else 4; 0 or 1: none)
 };
 
 nlohmann::json choice_json(const SearchSpace& space, const Choice& choice) {
@@ -169,7 +169,10 @@ void run(const RunOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   DispatcherOptions dispatcher_options;
   dispatcher_options.compile = options.blocking_compile ? CompileMode::blocking : CompileMode::background;
-  dispatcher_options.race.candidates = options.race;
+  if (options.race) {
+    dispatcher_options.race.candidates = *options.race;
+    dispatcher_options.race_from_environment = false;
+  }
   std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(database, options.space_file, dispatcher_options);
   auto t1 = std::chrono::steady_clock::now();
   DispatchDescription description = dispatcher->describe(shape);
@@ -279,8 +282,8 @@ void add_run_commands(CLI::App& app) {
                         "while it compiles in the background");
   run_command->add_option("--race", options->race,
                           "at an untuned shape, race this many of the selector's configs to the end and say "
-                          "which won (default: MLATUNE_RACE, else no race)")
-      ->check(whole_number(2, 64));
+                          "which won; 0 or 1: no race, whatever MLATUNE_RACE says (default: MLATUNE_RACE, else 4)")
+      ->check(whole_number(0, 64));
   run_command->add_option("--seed", options->seed, "seed for the random inputs (default: fresh)")
       ->check(whole_number(0, UINT64_MAX));
   run_command->callback([options] { run(*options); });

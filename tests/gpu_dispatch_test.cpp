@@ -91,10 +91,11 @@ class GpuDispatchTest : public ::testing::Test {
   }
 
   // Options for tests that count loads and compiles: races at untuned
-  // shapes (off by default, on where MLATUNE_RACE says) would load and
+  // shapes (on by default, and where MLATUNE_RACE says) would load and
   // compile more.
   static DispatcherOptions without_races(DispatcherOptions options = {}) {
     options.race.candidates = 0;
+    options.race_from_environment = false;
     return options;
   }
 
@@ -593,6 +594,7 @@ TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) 
   ASSERT_GE(tuned_configs.size(), 2u);
   DispatcherOptions race_options;
   race_options.race = RaceOptions{};  // four candidates, three times each
+  race_options.race_from_environment = false;
   std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file, race_options);
   WorkloadOptions options;
   options.seed = 61;
@@ -676,12 +678,20 @@ TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) 
   ASSERT_EQ(mlatune_race_state(handle, values, 5, &state), MLATUNE_OK);
   EXPECT_EQ(state, MLATUNE_NO_RACE) << "not launched yet in this dispatcher";
   mlatune_close(handle);
-  // Racing is off unless asked for.
+  // Racing is on by default; MLATUNE_RACE=0 turns it off.
+  {
+    std::unique_ptr<Dispatcher> fresh = Dispatcher::open(db, space_file);
+    fresh->launch(shape(x), workload.arguments(0), workload.stream().get());
+    fresh->wait_compiles();
+    EXPECT_TRUE(fresh->describe(shape(x)).race) << fresh->describe(shape(x)).text;
+  }
+  setenv("MLATUNE_RACE", "0", 1);
   std::unique_ptr<Dispatcher> plain = Dispatcher::open(db, space_file);
+  unsetenv("MLATUNE_RACE");
   plain->launch(shape(x), workload.arguments(0), workload.stream().get());
   plain->wait_compiles();
   EXPECT_FALSE(plain->describe(shape(x)).race) << plain->describe(shape(x)).text;
-  // MLATUNE_RACE turns it on through the C ABI.
+  // MLATUNE_RACE=N sets the number of candidates, through the C ABI too.
   setenv("MLATUNE_RACE", "3", 1);
   ASSERT_EQ(mlatune_open(db.c_str(), space_file.c_str(), &handle), MLATUNE_OK) << mlatune_last_error(nullptr);
   unsetenv("MLATUNE_RACE");
