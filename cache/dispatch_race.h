@@ -23,8 +23,8 @@ namespace mlatune {
 /// How a race is run.  candidates: configs raced per shape (the
 /// selector's first ones whose binary compiles and launches there; fewer
 /// than 2 means no race).  samples: times taken of each before the winner
-/// is chosen by its median.  The defaults are a race's; DispatcherOptions
-/// turns racing off unless asked.
+/// is chosen by its median.  These defaults are also DispatcherOptions'
+/// (MLATUNE_RACE=0 turns racing off).
 struct RaceOptions {
   std::size_t candidates = 4;
   std::size_t samples = 3;

@@ -595,24 +595,25 @@ struct Dispatcher::Impl {
     const std::size_t n = candidates.size();
     std::vector<KernelSlot*> slots(n, nullptr);
     std::vector<std::string> errors(n);
-    {
+    try {
+      use_device_here();
+    } catch (const Error& e) {  // no context on this thread: the shape keeps what it runs
+      if (log) std::fprintf(stderr, "mlatune dispatch: race not run: %s\n", e.what());
+      return;
+    }
+    // slow_mutex is taken per candidate, not across them: a caller's first
+    // use of another shape waits for one store read and module load at
+    // most, not for all of the race's.
+    for (std::size_t i = 0; i < n; ++i) {
       std::lock_guard slow(slow_mutex);
-      try {
-        use_device_here();
-      } catch (const Error& e) {  // no context on this thread: the shape keeps what it runs
-        if (log) std::fprintf(stderr, "mlatune dispatch: race not run: %s\n", e.what());
-        return;
+      if (auto failed = failed_binaries.find(candidates[i].binary.hash); failed != failed_binaries.end()) {
+        errors[i] = failed->second;
+        continue;
       }
-      for (std::size_t i = 0; i < n; ++i) {
-        if (auto failed = failed_binaries.find(candidates[i].binary.hash); failed != failed_binaries.end()) {
-          errors[i] = failed->second;
-          continue;
-        }
-        try {
-          slots[i] = ready_slot(candidates[i]);
-        } catch (const Error& e) {
-          errors[i] = e.what();
-        }
+      try {
+        slots[i] = ready_slot(candidates[i]);
+      } catch (const Error& e) {
+        errors[i] = e.what();
       }
     }
     std::vector<std::optional<CompiledBinary>> compiled(n);
@@ -630,9 +631,9 @@ struct Dispatcher::Impl {
       }
       for (std::thread& t : compiling) t.join();
     }
-    std::lock_guard slow(slow_mutex);
     std::vector<Race::Runner> runners;
     for (std::size_t i = 0; i < n; ++i) {
+      std::lock_guard slow(slow_mutex);
       try {
         if (compiled[i]) {
           use_device_here();
@@ -656,6 +657,7 @@ struct Dispatcher::Impl {
         std::fprintf(stderr, "mlatune dispatch: race candidate %s left out: %s\n", candidates[i].config_text.c_str(),
                      errors[i].c_str());
     }
+    std::lock_guard slow(slow_mutex);
     if (!errors.front().empty() && !failed_binaries.count(target.binary.hash)) {
       std::vector<std::vector<std::int64_t>> none;
       background_failed(target, errors.front(), none);
