@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "tuner/measurement_source.h"
 #include "tuner/replay.h"
+#include "tuner/strategies/registry.h"
 #include "tuner/strategies/warm_start.h"
 #include "tuner/time_budget.h"
 
@@ -184,8 +185,10 @@ class OneSecondEach final : public MeasurementSource {
   }
   std::vector<std::optional<TimingStats>> retime(const std::vector<std::string>& configs, int rounds,
                                                  ShapeReport& report) override {
+    ++retime_calls;
     return inner_->retime(configs, rounds, report);
   }
+  int retime_calls = 0;  // the sweep asked for the fastest to be timed again
   void add_totals(SweepReport& report) const override { inner_->add_totals(report); }
 
  private:
@@ -282,6 +285,74 @@ TEST_F(SweepReplayed, AutoSearchesWithABudgetAndWarmStartsFromShapesTunedBefore)
   const SweepReport every = sweep(options, "every.db", source);
   EXPECT_EQ(every.shapes[0].strategy, "brute_force");
   EXPECT_EQ(every.shapes[0].results.size(), space_->count(space_->parse_shape(s0_)));
+}
+
+
+// SweepOptions::stop_requested (what `tune` does on SIGINT or SIGTERM): the
+// sweep stops before the next measurement, records the run as interrupted
+// with what it measured, starts no further shape and does not retime; the
+// same sweep again goes on from there and ends with every config measured
+// exactly once.
+TEST_F(SweepReplayed, AStopRequestEndsTheSweepBetweenCandidatesAndTheSameSweepGoesOn) {
+  std::chrono::steady_clock::time_point now{};
+  OneSecondEach source(*data_, now);
+  SweepOptions options;
+  options.shapes = {space_->parse_shape(s0_), space_->parse_shape(s1_)};
+  options.strategy = parse_strategy_kind("brute_force");
+  options.seed = 5;
+  constexpr std::uint64_t kBefore = 37;
+  std::uint64_t measured = 0;
+  options.progress = [&measured](const SweepProgress& p) { measured = p.done; };
+  options.stop_requested = [&measured] { return measured >= kBefore; };
+  const fs::path db = dir_ / "stopped.db";
+  const SweepReport stopped = run_sweep(*space_, space_file_, db, source, device_, options);
+  EXPECT_TRUE(stopped.interrupted);
+  ASSERT_EQ(stopped.shapes.size(), 1u) << "a shape after the interrupted one was started";
+  const ShapeReport& first = stopped.shapes[0];
+  EXPECT_TRUE(first.interrupted);
+  EXPECT_EQ(first.results.size(), kBefore);
+  EXPECT_EQ(source.retime_calls, 0);
+  {
+    Store store = Store::open(db, StoreMode::read_only);
+    EXPECT_EQ(store.measurement_count(), static_cast<std::int64_t>(kBefore));
+    const std::vector<RunRecord> runs = store.runs();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].status, "interrupted");
+    EXPECT_FALSE(runs[0].finished_at.empty());
+  }
+
+  // Stopped in its last shape: the sweep still says so.
+  SweepOptions last = options;
+  last.shapes = {space_->parse_shape(s1_)};
+  measured = 0;
+  const SweepReport stopped_last = run_sweep(*space_, space_file_, dir_ / "last.db", source, device_, last);
+  EXPECT_TRUE(stopped_last.interrupted);
+  ASSERT_EQ(stopped_last.shapes.size(), 1u);
+  EXPECT_EQ(stopped_last.shapes[0].results.size(), kBefore);
+  EXPECT_EQ(Store::open(dir_ / "last.db", StoreMode::read_only).runs().at(0).status, "interrupted");
+
+  // A stop asked before the sweep starts: nothing is measured.
+  options.stop_requested = [] { return true; };
+  const SweepReport at_once = run_sweep(*space_, space_file_, dir_ / "at_once.db", source, device_, options);
+  EXPECT_TRUE(at_once.interrupted);
+  EXPECT_TRUE(at_once.shapes.empty());
+
+  // The same sweep again, not stopped: it goes on where the first stopped.
+  options.stop_requested = nullptr;
+  const SweepReport resumed = run_sweep(*space_, space_file_, db, source, device_, options);
+  EXPECT_FALSE(resumed.interrupted);
+  ASSERT_EQ(resumed.shapes.size(), 2u);
+  const std::uint64_t s0_valid = space_->count(space_->parse_shape(s0_));
+  EXPECT_EQ(resumed.shapes[0].already_measured, kBefore);
+  EXPECT_EQ(resumed.shapes[0].results.size(), s0_valid - kBefore);
+  EXPECT_FALSE(resumed.shapes[0].interrupted);
+  EXPECT_EQ(source.retime_calls, 2);  // once a shape
+  Store store = Store::open(db, StoreMode::read_only);
+  EXPECT_EQ(store.measurement_count(),
+            static_cast<std::int64_t>(s0_valid + space_->count(space_->parse_shape(s1_))));
+  const std::vector<RunRecord> runs = store.runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].status, "finished");
 }
 
 }  // namespace

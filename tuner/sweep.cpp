@@ -67,6 +67,8 @@ class Sweep {
   bool takes_shape(std::size_t shape_index) const;
   /// The sweep's clock.
   Clock::time_point now() const { return mlatune::now(options_); }
+  /// Whether the caller asked the sweep to stop (SweepOptions::stop_requested).
+  bool stopping() const { return options_.stop_requested && options_.stop_requested(); }
 
  private:
   /// One shape's search in progress.
@@ -96,7 +98,7 @@ class Sweep {
   void announce(const ShapeRun& run);
   void measure_next(ShapeRun& run);
   void tally(ShapeRun& run, const Config& config, CandidateReport c);
-  void retime_fastest(ShapeReport& report);
+  void retime_fastest(ShapeReport& report, bool retime);
   void say(std::string line);
 
   const SearchSpace& space_;
@@ -156,10 +158,16 @@ ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
 
   source_.begin_shape(shape, options_.cutoff_factor, rng_, run.report);
   while (!run.in_flight.empty()) {
+    if (stopping()) {
+      // The prepared candidates are dropped: an interrupt should not wait
+      // for a lookahead's worth of slow candidates.
+      run.report.interrupted = true;
+      break;
+    }
     measure_next(run);
-    refill(run);
+    refill(run);  // marks the shape interrupted when it stops proposing for that
   }
-  retime_fastest(run.report);
+  retime_fastest(run.report, !run.report.interrupted);
   journal_.look_up_best(run.report);
   run.report.wall_s = seconds_since(options_, run.start);
   return std::move(run.report);
@@ -202,6 +210,10 @@ std::optional<Config> Sweep::next_config(ShapeRun& run) {
   ShapeReport& report = run.report;
   while (run.position < run.budget) {
     if (time_spent(run)) return std::nullopt;
+    if (stopping()) {
+      run.report.interrupted = true;
+      return std::nullopt;
+    }
     std::optional<Config> config;
     if (!run.default_offered) {
       run.default_offered = true;
@@ -304,16 +316,17 @@ void Sweep::tally(ShapeRun& run, const Config& config, CandidateReport c) {
   report.results.push_back(std::move(c));
 }
 
-// Median over the valid configs, and the fastest few timed again,
-// interleaved, so that drift during the sweep cannot pick the winner.
-void Sweep::retime_fastest(ShapeReport& report) {
+// Median over the valid configs, and (with `retime`) the fastest few timed
+// again, interleaved, so that drift during the sweep cannot pick the winner.
+void Sweep::retime_fastest(ShapeReport& report, bool retime) {
   std::vector<std::size_t> ok;
   for (std::size_t i = 0; i < report.results.size(); ++i)
     if (report.results[i].outcome == Outcome::ok && report.results[i].timing) ok.push_back(i);
   auto median_of_result = [&](std::size_t i) { return report.results[i].timing->median_us; };
   std::sort(ok.begin(), ok.end(), [&](std::size_t a, std::size_t b) { return median_of_result(a) < median_of_result(b); });
   if (!ok.empty()) report.median_ok_us = median_of_result(ok[ok.size() / 2]);
-  const std::size_t top = std::min<std::size_t>(ok.size(), static_cast<std::size_t>(std::max(0, options_.retime_top)));
+  const std::size_t top =
+      retime ? std::min<std::size_t>(ok.size(), static_cast<std::size_t>(std::max(0, options_.retime_top))) : 0;
   if (top == 0) return;
   std::vector<std::string> fastest;
   for (std::size_t k = 0; k < top; ++k) fastest.push_back(report.results[ok[k]].config);
@@ -335,13 +348,20 @@ SweepReport sweep_all(const SearchSpace& space, MeasurementSource& source, Journ
   report.compile_threads = source.compile_threads();
   Sweep sweep(space, source, journal, options, seed, plan);
   try {
-    for (std::size_t i = 0; i < options.shapes.size(); ++i)
-      if (sweep.takes_shape(i)) report.shapes.push_back(sweep.run_shape(options.shapes[i], i));
+    for (std::size_t i = 0; i < options.shapes.size() && !report.interrupted; ++i) {
+      if (!sweep.takes_shape(i)) continue;
+      if (sweep.stopping()) {
+        report.interrupted = true;
+        break;
+      }
+      report.shapes.push_back(sweep.run_shape(options.shapes[i], i));
+      report.interrupted = report.shapes.back().interrupted;
+    }
   } catch (...) {
     journal.finish(RunStatus::failed);
     throw;
   }
-  journal.finish(RunStatus::finished);
+  journal.finish(report.interrupted ? RunStatus::interrupted : RunStatus::finished);
   source.add_totals(report);
   report.wall_s = seconds_since(options, start);
   return report;

@@ -79,6 +79,13 @@ struct SweepOptions {
   std::optional<GivenConfigs> given;
   /// Called when a shape starts and after every candidate.
   std::function<void(const SweepProgress&)> progress;
+  /// Asked before each candidate is measured (and before each shape): once
+  /// it answers true, nothing more is proposed or measured, the candidates
+  /// prepared but not yet measured are dropped, the fastest are not timed
+  /// again, and the run is recorded as interrupted (ShapeReport::interrupted,
+  /// SweepReport::interrupted).  What was measured is committed as usual, so
+  /// running the same sweep again goes on from there.  Unset: never.
+  std::function<bool()> stop_requested;
 };
 
 /// Runs the sweep with measurements from `source`, recorded in `database`

@@ -72,6 +72,8 @@ struct ShapeReport {
   /// The time budget (SweepOptions::time_budget) ended the search here
   /// before the budget of evaluations or the space did.
   bool time_budget_spent = false;
+  /// SweepOptions::stop_requested ended the search here (not retimed).
+  bool interrupted = false;
   std::uint64_t planned = 0;           // configs this sweep chose to try
   std::uint64_t already_measured = 0;  // of those, skipped: committed earlier
   std::uint64_t other_shards = 0;      // candidates left to the other shards (tuner/shard.h)
@@ -113,6 +115,9 @@ struct SweepReport {
   DeviceInfo device;
   std::int64_t run_id = 0;  // 0: nothing was recorded (a compile-only sweep)
   std::vector<ShapeReport> shapes;
+  /// Stopped by SweepOptions::stop_requested: the last shape is unfinished
+  /// and the shapes after it were not started.
+  bool interrupted = false;
   double wall_s = 0;
   std::uint64_t nvrtc_runs = 0;
   std::uint64_t binaries_reused = 0;  // from memory or the database
