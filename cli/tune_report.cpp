@@ -127,6 +127,7 @@ json shape_json(const ShapeReport& s, const std::string& errors_by) {
   j["strategy"] = s.strategy.empty() ? json(nullptr) : json(s.strategy);
   j["warm_start"] = {{"configs", s.warm_start}, {"repaired", s.warm_start_repaired}};
   j["time_budget_spent"] = s.time_budget_spent;
+  j["interrupted"] = s.interrupted;
   j["planned"] = s.planned;
   j["already_measured"] = s.already_measured;
   j["other_shards"] = s.other_shards;
@@ -227,6 +228,10 @@ void print_shape_text(const ShapeReport& s, const SweepSummary& summary) {
   if (s.time_budget_spent && summary.time_budget)
     fmt::print("  stopped: the time budget of {} a shape was spent after {} evaluations\n",
                to_string(*summary.time_budget), s.results.size());
+  if (s.interrupted)
+    fmt::print("  interrupted after {} evaluations: the rest of the shape was not searched and the fastest were "
+               "not timed again\n",
+               s.results.size());
   if (!s.skipped.empty()) {
     fmt::print("  given configs skipped, invalid at this shape: {}\n", s.skipped.size());
     for (const SkippedConfig& k : s.skipped) fmt::print("    {}  ({})\n", k.config, k.reason);
@@ -355,6 +360,7 @@ void print_sweep_json(const SweepReport& report, const SweepSummary& summary) {
   out["budget_ms"] = summary.budget_ms;
   out["strategy"] = summary.strategy;
   out["time_budget"] = summary.time_budget ? json(to_string(*summary.time_budget)) : json(nullptr);
+  out["interrupted"] = report.interrupted;
   const SweepTotals totals = sweep_totals(report);
   out["totals"] = totals_json(totals);
   out["workers"] = workers_json(totals);
@@ -406,6 +412,9 @@ void print_sweep_text(const SweepReport& report, const SweepSummary& summary) {
   fmt::print("\nsweep: {} configs in {:.1f} s wall: {}; {} cut early; {} worker replacements; run {} in {}\n",
              totals.evaluated, totals.wall_s, rate_text(totals.configs_per_s), totals.cut,
              report.worker_replacements, report.run_id, summary.database.string());
+  if (report.interrupted)
+    fmt::print("interrupted: the {} configs evaluated are in {}; the same command again goes on from there\n",
+               totals.evaluated, summary.database.string());
   if (summary.replayed) return;
   print_worker_lines(totals);
   fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} threads (alone it would allow {}); "

@@ -4,7 +4,11 @@
 // compilation alone (--compile-only, or no GPU); then its summary
 // (cli/tune_report.h).
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cctype>
+#include <csignal>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <set>
@@ -210,8 +214,69 @@ const char* const strategy_needs_timing =
     "a strategy chooses what to time next from the times so far, and compiling times nothing; "
     "use --max-evals N to compile a uniform random subset";
 
+// ---- interrupts ------------------------------------------------------------------
+// SIGINT (Ctrl-C) or SIGTERM during a tune stops it between candidates
+// (SweepOptions::stop_requested): what was measured is committed, the report
+// says where it stopped, and then the process dies of that signal, as a shell
+// expects.  A second signal kills at once: the first resets the handler.
+
+std::atomic<int> stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only touch a lock-free atomic");
+
+void note_stop_signal(int signal) {
+  stop_signal.store(signal);
+  static constexpr char message[] =
+      "\nmlatune: stopping after the candidate being measured; what was measured is kept "
+      "(the same signal again stops at once)\n";
+  const ssize_t written = ::write(STDERR_FILENO, message, sizeof message - 1);
+  (void)written;
+}
+
+/// Installs the handlers for its lifetime, except where a signal is ignored
+/// (a background job of a non-interactive shell ignores SIGINT).
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    stop_signal.store(0);
+    struct sigaction action = {};
+    action.sa_handler = note_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART | SA_RESETHAND;
+    for (std::size_t i = 0; i < kSignals.size(); ++i) {
+      struct sigaction now = {};
+      if (::sigaction(kSignals[i], nullptr, &now) != 0 || now.sa_handler == SIG_IGN) continue;
+      installed_[i] = ::sigaction(kSignals[i], &action, &previous_[i]) == 0;
+    }
+  }
+  ~StopOnSignals() { restore(); }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+  /// When a signal stopped the tune: dies of it now.
+  void die_if_stopped() {
+    const int signal = stop_signal.load();
+    if (signal == 0) return;
+    restore();
+    std::fflush(nullptr);
+    ::signal(signal, SIG_DFL);
+    ::raise(signal);
+  }
+
+ private:
+  void restore() {
+    for (std::size_t i = 0; i < kSignals.size(); ++i)
+      if (installed_[i]) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    installed_ = {};
+  }
+
+  static constexpr std::array<int, 2> kSignals = {SIGINT, SIGTERM};
+  std::array<bool, 2> installed_ = {};
+  std::array<struct sigaction, 2> previous_ = {};
+};
+
 SweepOptions sweep_options(const TuneSettings& settings, TunePlan plan, const std::string& arch) {
   SweepOptions sweep;
+  sweep.stop_requested = [] { return stop_signal.load() != 0; };
   sweep.shapes = std::move(plan.shapes);
   sweep.given = std::move(plan.given);
   sweep.arch = arch;
@@ -473,9 +538,7 @@ std::string no_gpu_note(const TuneSettings& settings, const GpuCheck& gpu, const
                      arch);
 }
 
-}  // namespace
-
-void run_tune(const TuneSettings& settings) {
+void tune(const TuneSettings& settings) {
   check_combination(settings);
   SearchSpace space = SearchSpace::load(settings.space_file);
   check_where(space, settings);
@@ -494,6 +557,14 @@ void run_tune(const TuneSettings& settings) {
   // Nothing runs on a GPU from here on: the worker goes now, not at the end.
   gpu.worker.reset();
   compile_and_report(space, settings, std::move(plan), arch, gpu, std::move(notes));
+}
+
+}  // namespace
+
+void run_tune(const TuneSettings& settings) {
+  StopOnSignals stop;
+  tune(settings);  // the sources, workers and compile threads are gone when it returns
+  stop.die_if_stopped();
 }
 
 }  // namespace mlatune::cli
