@@ -165,7 +165,7 @@ ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
       break;
     }
     measure_next(run);
-    refill(run);  // marks the shape interrupted when it stops proposing for that
+    refill(run);  // a stop request ends its proposals and marks the shape interrupted
   }
   retime_fastest(run.report, !run.report.interrupted);
   journal_.look_up_best(run.report);
