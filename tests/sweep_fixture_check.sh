@@ -63,7 +63,7 @@ export MLATUNE_BUILD_DIR="$build_dir"
 "$mlatune" space list "$space" --shape $shape > valid.txt
 [ $(($(wc -l < left.txt) + first)) -eq "$(wc -l < valid.txt)" ] || fail "left lists $(wc -l < left.txt), expected $(($(wc -l < valid.txt) - first))"
 sort left.txt > left.sorted
-tail -n +2 part1.csv | python3 -c 'import csv,sys; [print(r[13]) for r in csv.reader(sys.stdin)]' | sort > part1.configs
+python3 -c 'import csv,sys; [print(r["config"]) for r in csv.DictReader(sys.stdin)]' < part1.csv | sort > part1.configs
 comm -12 left.sorted part1.configs > both.txt
 [ -s both.txt ] && fail "left lists a recorded config: $(head -n 1 both.txt)"
 sort valid.txt > valid.sorted

@@ -66,7 +66,10 @@ class TuneInterrupt : public ::testing::Test {
   /// and collects everything until it ends.
   Finished interrupt_with(int signal) {
     int out[2], err[2];
-    if (::pipe(out) != 0 || ::pipe(err) != 0) ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    if (::pipe(out) != 0 || ::pipe(err) != 0) {
+      ADD_FAILURE() << "pipe: " << std::strerror(errno);
+      return {};
+    }
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
