@@ -177,6 +177,9 @@ void revalidate(const std::string& db, const PortableOptions& o) {
   sweep.given = plan.given;
   sweep.arch = parse_architecture(device.arch);
   sweep.jobs = o.jobs;
+  // Revalidation is for validating: every imported config on every input
+  // set, even one the early cut ends.
+  sweep.timing.validate_first = true;
   std::optional<ProgressPrinter> printer;
   if (!o.quiet) {
     printer.emplace(::isatty(STDERR_FILENO) == 1);

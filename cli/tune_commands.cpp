@@ -52,6 +52,7 @@ struct TuneOptions {
   double budget_ms = TimingOptions{}.budget_ms;
   double cutoff = SweepOptions{}.cutoff_factor;
   int cut_after = TimingOptions{}.cut_min_samples;
+  bool validate_first = false;
   std::vector<std::string> where;  // extra constraints on the candidates
   std::string errors_by;
   std::string shard;               // "I/N"; empty: from Slurm, else none
@@ -98,6 +99,7 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.timing.cache = parse_cache_mode(options.cache).value_or(CacheMode::cold);
   s.timing.budget_ms = options.budget_ms;
   s.timing.cut_min_samples = options.cut_after;
+  s.timing.validate_first = options.validate_first;
   s.cutoff = options.cutoff;
   s.shard = shard_choice(options.shard);
   if (!options.gpus.empty()) s.gpus = parse_gpu_selection(options.gpus);
@@ -208,6 +210,10 @@ void add_tune_commands(CLI::App& app) {
                    fmt::format("launches timed before a candidate may be cut (default {})",
                                TimingOptions{}.cut_min_samples))
       ->check(CLI::Range(3, 1000));
+  tune->add_flag("--validate-first", options->validate_first,
+                 "validate every candidate in full (all input sets, two runs each) before timing it; default: "
+                 "with an early cut, time a candidate after its first validation launch and finish validating "
+                 "it only if it is not cut (a cut candidate is recorded as validated on one launch)");
   tune->add_option("--shard", options->shard,
                    "tune only shard I of N (0-based: 0/4 .. 3/4) of the sweep, into this shard's own "
                    "database, for `mlatune cache merge` later; default: SLURM_ARRAY_TASK_ID of "

@@ -234,7 +234,10 @@ TEST(GpuEvaluator, HopelessCandidateIsCutAfterValidationWithARealTime) {
 
   ASSERT_EQ(cut.outcome, Outcome::ok) << describe(cut);
   ASSERT_TRUE(cut.validation && cut.timing);
-  EXPECT_TRUE(cut.validation->passed);  // validated in full before any timing
+  EXPECT_TRUE(cut.validation->passed);
+  // Timed after its first validation launch and cut: validated on that one.
+  EXPECT_EQ(cut.validation->input_sets, 1);
+  EXPECT_NE(cut.timing->method.find("not in full: cut"), std::string::npos) << cut.timing->method;
   EXPECT_TRUE(cut.timing->cut);
   EXPECT_FALSE(cut.timing->stable);
   EXPECT_EQ(cut.timing->count, TimingOptions{}.cut_min_samples);
@@ -246,6 +249,72 @@ TEST(GpuEvaluator, HopelessCandidateIsCutAfterValidationWithARealTime) {
   EXPECT_NEAR(cut.timing->median_us / kept.timing->median_us, 1.0, 0.05);
   ASSERT_EQ(near_best.outcome, Outcome::ok) << describe(near_best);
   EXPECT_FALSE(near_best.timing->cut);
+  // Not cut: validated in full after the timing.
+  ASSERT_GE(best.validation->input_sets, 2);  // no cutoff: in full
+  EXPECT_EQ(kept.validation->input_sets, best.validation->input_sets);
+  EXPECT_EQ(near_best.validation->input_sets, best.validation->input_sets);
+  EXPECT_EQ(kept.timing->method.find("not in full"), std::string::npos) << kept.timing->method;
+}
+
+// What the early timing gives up, and what it keeps: with a cutoff every
+// candidate would pass (a hundredth of the real best), a kernel that is
+// wrong, or writes past its output, on its first launch is still refused
+// and never timed; one that is right on its first launch but races is cut
+// before its second launch could show it (a slow config that will never be
+// chosen).  With validate_first the race is found, as without a cutoff.
+TEST(GpuEvaluator, EarlyTimingRefusesWhatTheFirstLaunchShowsAndValidateFirstTheRest) {
+  MLATUNE_REQUIRE_GPU();
+  SearchSpace space = SearchSpace::load(faults_space());
+  const std::string shape_text = "N=1048576";
+  Shape shape = space.parse_shape(shape_text);
+  Worker early(worker_options());
+  WorkloadInfo info = early.set_workload(WorkloadRequest{faults_space(), shape_text, 7, {}});
+  auto built = [&](const char* text) {
+    Built b = build(space, config(space, text), shape, info.device.arch());
+    EXPECT_TRUE(b.candidate) << text;
+    return b;
+  };
+  Built correct = built("MODE=correct,THREADS=256");
+  Built wrong = built("MODE=off_by_1e3,THREADS=256");
+  Built past = built("MODE=past_end,THREADS=256");
+  Built races = built("MODE=nondeterministic,THREADS=256");
+  ASSERT_TRUE(correct.candidate && wrong.candidate && past.candidate && races.candidate);
+
+  EvaluationResult best = early.evaluate(*correct.candidate);
+  ASSERT_EQ(best.outcome, Outcome::ok) << describe(best);
+  ASSERT_GE(best.validation->input_sets, 2);
+  const Cutoff everything{best.timing->median_us / 100.0, 1.5};
+
+  EvaluationResult r_correct = early.evaluate(*correct.candidate, everything);
+  EvaluationResult r_wrong = early.evaluate(*wrong.candidate, everything);
+  EvaluationResult r_past = early.evaluate(*past.candidate, everything);
+  EvaluationResult r_races = early.evaluate(*races.candidate, everything);
+  std::printf("early: correct %s\n       off_by_1e3 %s\n       past_end %s\n       nondeterministic %s\n",
+              describe(r_correct).c_str(), describe(r_wrong).c_str(), describe(r_past).c_str(),
+              describe(r_races).c_str());
+  ASSERT_EQ(r_correct.outcome, Outcome::ok) << describe(r_correct);
+  EXPECT_TRUE(r_correct.timing->cut);
+  EXPECT_EQ(r_correct.validation->input_sets, 1);
+  EXPECT_EQ(r_wrong.outcome, Outcome::wrong_result) << describe(r_wrong);
+  EXPECT_FALSE(r_wrong.timing);
+  EXPECT_EQ(r_past.outcome, Outcome::wrong_result) << describe(r_past);
+  EXPECT_FALSE(r_past.timing);
+  EXPECT_EQ(r_races.outcome, Outcome::ok) << describe(r_races);
+  EXPECT_TRUE(r_races.timing && r_races.timing->cut);
+
+  TimingOptions full;
+  full.validate_first = true;
+  Worker careful(worker_options());
+  careful.set_workload(WorkloadRequest{faults_space(), shape_text, 7, full});
+  EvaluationResult f_correct = careful.evaluate(*correct.candidate, everything);
+  EvaluationResult f_races = careful.evaluate(*races.candidate, everything);
+  std::printf("validate_first: correct %s\n                nondeterministic %s\n", describe(f_correct).c_str(),
+              describe(f_races).c_str());
+  ASSERT_EQ(f_correct.outcome, Outcome::ok) << describe(f_correct);
+  EXPECT_TRUE(f_correct.timing->cut);
+  EXPECT_EQ(f_correct.validation->input_sets, best.validation->input_sets);
+  EXPECT_EQ(f_races.outcome, Outcome::wrong_result) << describe(f_races);
+  EXPECT_NE(f_races.reason.find("nondeterministic"), std::string::npos) << f_races.reason;
 }
 
 TEST(GpuEvaluator, ShapeThatDoesNotFitSaysSo) {

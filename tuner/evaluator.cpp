@@ -324,6 +324,58 @@ class Evaluator::Impl {
     return timing;
   }
 
+  /// What the validation launches found so far.
+  struct Validation {
+    ValidationStats worst;
+    std::string failure_reason;  // the first tolerance failure; empty: none yet
+    LaunchStatus refusal;        // set with LaunchVerdict::refused
+  };
+  enum class LaunchVerdict { go_on, refused, trespass };
+
+  /// One validation launch of input set `set`, run `run`: poisoned outputs
+  /// and workspace, the launch, then memory integrity and the comparison
+  /// (with the reference; after the first run, with the first run too).  A
+  /// tolerance failure is recorded and validation goes on, so that the
+  /// report holds every input kind's errors; a trespass ends it.
+  LaunchVerdict validate_launch(const LaunchSequence& sequence, WorkspaceLease& workspace, int set, int run,
+                                Validation& v, const std::function<void()>& progress) {
+    workload_.poison_outputs();
+    workspace.poison(workload_.support(), workload_.stream());
+    LaunchStatus status = sequence.issue(workload_.arguments(set), workload_.stream().get());
+    if (!status.ok()) {
+      v.refusal = status;
+      return LaunchVerdict::refused;
+    }
+    workload_.stream().synchronize();
+    if (progress) progress();
+    std::optional<std::string> trespass = workload_.check_integrity(set);
+    ValidationStats stats = workload_.compare(set);
+    const bool first = v.worst.input_sets == 0;
+    std::vector<KindErrors> per_kind = std::move(v.worst.per_kind);
+    merge_kind_errors(per_kind, workload_.input_kind(set), stats);
+    merge_worst(v.worst, stats, first);
+    v.worst.per_kind = std::move(per_kind);
+    v.worst.input_sets = set + 1;
+    if (trespass) {
+      // Memory outside the outputs was written: nothing else matters.
+      v.worst.passed = false;
+      v.failure_reason = fmt::format("input set {}: {}", set + 1, *trespass);
+      return LaunchVerdict::trespass;
+    }
+    if (!stats.passed && v.failure_reason.empty())
+      v.failure_reason = fmt::format("input set {} ({} inputs): {}", set + 1, to_string(workload_.input_kind(set)),
+                                     *tolerance_failure(stats, workload_.tolerance()));
+    if (run == 0) {
+      workload_.keep_outputs();
+      return LaunchVerdict::go_on;
+    }
+    ValidationStats again = workload_.compare_with_kept();
+    if (!again.passed && v.failure_reason.empty())
+      v.failure_reason = fmt::format("nondeterministic: input set {}, run {} differs from run 1: {}", set + 1,
+                                     run + 1, *tolerance_failure(again, workload_.tolerance()));
+    return LaunchVerdict::go_on;
+  }
+
   void evaluate_into(const Candidate& candidate, const Cutoff& cutoff,
                      const std::function<void()>& progress, EvaluationResult& result) {
     auto refuse = [&](std::string reason) {
@@ -351,71 +403,67 @@ class Evaluator::Impl {
     WorkspaceLease workspace(workload_, candidate.workspace_bytes);
     workspace.install();
 
-    // Validation; these launches are also the warm-up, kept out of the timing.
-    // Each input set runs validation_runs times; after every launch the
-    // guards and inputs are checked, and every run after the first must
-    // agree with the first within the tolerance.
+    // Validation: each input set runs validation_runs times; after every
+    // launch the guards and inputs are checked, and every run after the
+    // first must agree with the first within the tolerance.  The first
+    // launch is also the warm-up, kept out of the timing.
     workload_.restore_integrity();
-    ValidationStats worst;
-    std::string failure_reason;
-    const Stream& stream = workload_.stream();
-    for (int set = 0; set < workload_.validation_sets(); ++set) {
-      for (int run = 0; run < validation_runs; ++run) {
-        workload_.poison_outputs();
-        workspace.poison(workload_.support(), stream);
-        LaunchStatus status = kernels.sequence.issue(workload_.arguments(set), stream.get());
-        if (!status.ok()) return fail(status, "the GPU refused the launch");
-        stream.synchronize();
-        if (progress) progress();
-        std::optional<std::string> trespass = workload_.check_integrity(set);
-        ValidationStats stats = workload_.compare(set);
-        std::vector<KindErrors> per_kind = std::move(worst.per_kind);
-        merge_kind_errors(per_kind, workload_.input_kind(set), stats);
-        merge_worst(worst, stats, set == 0 && run == 0);
-        worst.per_kind = std::move(per_kind);
-        worst.input_sets = set + 1;
-        if (trespass) {
-          // Memory outside the outputs was written: nothing else matters.
-          worst.passed = false;
-          result.validation = worst;
-          result.outcome = Outcome::wrong_result;
-          result.reason = fmt::format("input set {}: {}", set + 1, *trespass);
-          return;
-        }
-        if (!stats.passed && failure_reason.empty())
-          failure_reason = fmt::format("input set {} ({} inputs): {}", set + 1,
-                                       to_string(workload_.input_kind(set)),
-                                       *tolerance_failure(stats, workload_.tolerance()));
-        if (run == 0) {
-          workload_.keep_outputs();
-          continue;
-        }
-        ValidationStats again = workload_.compare_with_kept();
-        if (!again.passed && failure_reason.empty())
-          failure_reason = fmt::format("nondeterministic: input set {}, run {} differs from run 1: {}",
-                                       set + 1, run + 1,
-                                       *tolerance_failure(again, workload_.tolerance()));
+    Validation validation;
+    std::vector<std::pair<int, int>> launches;  // (set, run), in order
+    for (int set = 0; set < workload_.validation_sets(); ++set)
+      for (int run = 0; run < validation_runs; ++run) launches.emplace_back(set, run);
+    // With an active cutoff the candidate is timed after its first launch
+    // (integrity checked, output within the tolerance), and validated in
+    // full only if the timing is not cut: a slow candidate's other launches
+    // would cost more than its timing and can no longer make it the best.
+    const bool time_early = cutoff.active() && !options_.validate_first;
+    std::optional<TimingStats> timing;
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+      auto [set, run] = launches[i];
+      if (LaunchVerdict v = validate_launch(kernels.sequence, workspace, set, run, validation, progress);
+          v != LaunchVerdict::go_on) {
+        if (v == LaunchVerdict::refused) return fail(validation.refusal, "the GPU refused the launch");
+        result.validation = validation.worst;
+        result.outcome = Outcome::wrong_result;
+        result.reason = validation.failure_reason;
+        return;
+      }
+      if (i != 0 || !time_early || !validation.failure_reason.empty()) continue;
+      timing = time_until_done(kernels.sequence, cutoff, progress);
+      // The timed launches may not write outside the outputs either.
+      if (std::optional<std::string> trespass = workload_.check_integrity(0)) {
+        validation.worst.passed = false;
+        result.validation = validation.worst;
+        result.outcome = Outcome::wrong_result;
+        result.reason = fmt::format("input set 1, while timed: {}", *trespass);
+        return;
+      }
+      if (timing->cut) {
+        timing->method += fmt::format("; validated on 1 launch of {} (input set 1: {} inputs), not in full: cut",
+                                      launches.size(), to_string(workload_.input_kind(0)));
+        break;
       }
     }
-    worst.passed = failure_reason.empty();
-    result.validation = worst;
-    if (!worst.passed) {
+    validation.worst.passed = validation.failure_reason.empty();
+    result.validation = validation.worst;
+    if (!validation.worst.passed) {
       result.outcome = Outcome::wrong_result;
-      result.reason = failure_reason;
+      result.reason = validation.failure_reason;
       return;
     }
 
-    // Validation is complete before a cut can happen: a cut candidate is
-    // correct, and its time is real, only from fewer launches.
-    TimingStats timing = time_until_done(kernels.sequence, cutoff, progress);
+    // Without an early timing, validation is complete before a cut can
+    // happen: a cut candidate is validated in full, and its time is real,
+    // only from fewer launches.
+    if (!timing) timing = time_until_done(kernels.sequence, cutoff, progress);
     // Nothing real runs faster than a kernel that does nothing: such a time
     // means the measurement is broken, and it must not enter the results.
-    if (timing.median_us < floor_.min_us * 0.97)
+    if (timing->median_us < floor_.min_us * 0.97)
       throw EnvironmentError(fmt::format(
           "{}: measured {:.3f} µs (median), below the empty-kernel floor of {:.3f} µs (min) with "
           "the same method: the timing is broken, not the kernel fast",
-          candidate.label, timing.median_us, floor_.min_us));
-    result.timing = std::move(timing);
+          candidate.label, timing->median_us, floor_.min_us));
+    result.timing = std::move(*timing);
     result.outcome = Outcome::ok;
   }
 

@@ -104,12 +104,16 @@ class Evaluator {
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
 
-  /// Loads, validates (two input sets, two runs each, memory integrity after
-  /// every launch) and times `candidate`.  A refused
+  /// Loads, validates (every validation input set, two runs each, memory
+  /// integrity after every launch) and times `candidate`.  A refused
   /// launch, a wrong result or a sticky CUDA error is a result; `progress` is
   /// called after each step that synchronized with the GPU (the worker turns
   /// it into a heartbeat).  With an active `cutoff`, timing ends early once
-  /// the candidate is hopeless (TimingStats::cut); validation never does.
+  /// the candidate is hopeless (TimingStats::cut), and (unless
+  /// TimingOptions::validate_first) the timing comes right after the first
+  /// validation launch: a cut candidate is then validated on that launch
+  /// only (its ValidationStats::input_sets is 1, its timing method says so),
+  /// an uncut one in full after its timing.
   /// Throws EnvironmentError for a broken environment and for a time below
   /// the empty-kernel floor (a broken measurement).
   EvaluationResult evaluate(const Candidate& candidate, const Cutoff& cutoff = {},

@@ -95,6 +95,7 @@ class StoreJournal final : public Journal {
                 {"budget_ms", options.timing.budget_ms},
                 {"cutoff", options.cutoff_factor},
                 {"cut_after", options.timing.cut_min_samples},
+                {"validate_first", options.timing.validate_first},
                 {"retime_top", options.retime_top},
                 {"shard", options.shard ? json(to_string(*options.shard)) : json()}}
         .dump();

@@ -38,8 +38,15 @@ struct TimingOptions {
   int min_repetitions = 10;
   double stability = 0.01;    // stop when the median moves less than this (relative)
   /// Launches timed before a candidate may be cut (Cutoff): a median of 5
-  /// cold launches survives two outliers.
+  /// cold launches survives two outliers.  A candidate whose launches spend
+  /// the budget before that is judged on the launches it had.
   int cut_min_samples = 5;
+  /// With an active cutoff, a candidate is timed right after its first
+  /// validation launch and validated in full only when the timing is not
+  /// cut (Evaluator::evaluate).  True: every candidate is validated in full
+  /// before it is timed, as before 2026-12-03 (slower: a slow candidate's
+  /// validation launches cost more than its cut timing).
+  bool validate_first = false;
 };
 
 /// An early end for a candidate that cannot win: once its running median

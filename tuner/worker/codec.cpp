@@ -27,7 +27,8 @@ json message(const SetWorkloadRequest& r) {
           {"max_repetitions", r.timing.max_repetitions},
           {"min_repetitions", r.timing.min_repetitions},
           {"stability", r.timing.stability},
-          {"cut_min_samples", r.timing.cut_min_samples}};
+          {"cut_min_samples", r.timing.cut_min_samples},
+          {"validate_first", r.timing.validate_first}};
 }
 
 json message(const EvaluateRequest& r) {
@@ -57,6 +58,7 @@ SetWorkloadRequest decode_set_workload(const json& j) {
   r.timing.min_repetitions = integer<int>(j, "min_repetitions");
   r.timing.stability = number(j, "stability");
   r.timing.cut_min_samples = integer<int>(j, "cut_min_samples");
+  r.timing.validate_first = flag(j, "validate_first");
   return r;
 }
 
