@@ -199,6 +199,25 @@ TEST(TimingSchedule, HopelessCandidateIsCutAfterFiveLaunches) {
   EXPECT_EQ(phase.note, "cut after 5 launches: median 4.00x the best so far (cutoff 3x)");
 }
 
+TEST(TimingSchedule, SlowHopelessCandidateIsCutWhenTheBudgetRunsOut) {
+  // 30 ms launches: the 100 ms budget ends after 4, before the fifth could
+  // decide; 30x the best is cut on those four, not timed as a budget stop.
+  SimulatedPhase phase = simulate(TimingOptions{}, Cutoff{1000.0, 3.0}, SimulatedKernel{30000.0, 0.003, 60.0});
+  EXPECT_EQ(phase.stop, TimingStop::cut);
+  EXPECT_EQ(phase.launches, 4);
+  EXPECT_EQ(phase.note.rfind("cut after 4 launches (the 100 ms budget ran out before 5): median 30.", 0), 0u)
+      << phase.note;
+  // 250 ms launches: one launch spends the budget, and decides.
+  SimulatedPhase one = simulate(TimingOptions{}, Cutoff{1000.0, 3.0}, SimulatedKernel{250000.0, 0.0, 60.0});
+  EXPECT_EQ(one.stop, TimingStop::cut);
+  EXPECT_EQ(one.launches, 1);
+  // The same slow kernel within the cutoff (the best is 15 ms) stops at
+  // the budget, as without a cutoff.
+  SimulatedPhase near = simulate(TimingOptions{}, Cutoff{15000.0, 3.0}, SimulatedKernel{30000.0, 0.003, 60.0});
+  EXPECT_EQ(near.stop, TimingStop::budget);
+  EXPECT_EQ(near.launches, 4);
+}
+
 TEST(TimingSchedule, CandidateThatSlowsPastTheCutoffIsCutLater) {
   // 2.9x for the first ten launches, then 5x: cut once the median passes 3x.
   SimulatedKernel k{2900.0, 0.01, 60.0};

@@ -60,7 +60,16 @@ TimingStop TimingSchedule::after_batch(const std::vector<double>& samples, doubl
   verdict_ = judge_cut(samples, cutoff_, options_.cut_min_samples);
   if (verdict_.cut) return stop_ = TimingStop::cut;
   if (n >= options_.max_repetitions) return stop_ = TimingStop::repetitions;
-  if (elapsed_ms >= options_.budget_ms) return stop_ = TimingStop::budget;
+  if (elapsed_ms >= options_.budget_ms) {
+    // A kernel so slow that the budget ends before cut_min_samples launches
+    // is judged on the launches it had: past the cutoff, it is as hopeless
+    // as one cut after five (and, being cut, skips the rest of its
+    // validation: Evaluator::evaluate).  Each of those launches took
+    // budget_ms / cut_min_samples or more, so scheduling noise cannot carry one
+    // past a cutoff of several times the best.
+    verdict_ = judge_cut(samples, cutoff_, 1);
+    return stop_ = verdict_.cut ? TimingStop::cut : TimingStop::budget;
+  }
 
   // Batches of about a tenth of the budget keep heartbeats frequent and the
   // stability checks a fixed share of the budget apart.
@@ -88,8 +97,12 @@ std::string TimingSchedule::stop_note(int launches) const {
       return fmt::format("stopped at the limit of {} launches, before the median settled",
                          options_.max_repetitions);
     case TimingStop::cut:
-      return fmt::format("cut after {} launches: median {:.2f}x the best so far (cutoff {:g}x)",
-                         launches, verdict_.ratio, cutoff_.factor);
+      return fmt::format("cut after {} launches{}: median {:.2f}x the best so far (cutoff {:g}x)", launches,
+                         launches < options_.cut_min_samples
+                             ? fmt::format(" (the {:g} ms budget ran out before {})", options_.budget_ms,
+                                           options_.cut_min_samples)
+                             : std::string(),
+                         verdict_.ratio, cutoff_.factor);
   }
   return "";
 }
