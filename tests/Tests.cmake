@@ -34,6 +34,13 @@ foreach(source IN LISTS MLATUNE_TEST_SOURCES)
   mlatune_add_gtest(${source})
 endforeach()
 
+# A smoke run's arguments beyond the tiny time budget, where the whole run
+# would cost minutes: bench_strategies replays the small S0/S1 fixture with
+# one seed and only the 5 % replays (its table over every fixture and 10
+# seeds took 411 s of a CI run; strategy_test judges the target).
+set(MLATUNE_SMOKE_ARGS_bench_strategies --seeds 1 --fixture ${CMAKE_SOURCE_DIR}/tests/data/h200_sweeps.csv
+    --benchmark_filter=FivePercent)
+
 file(GLOB MLATUNE_BENCH_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/bench_*.cpp)
 foreach(source IN LISTS MLATUNE_BENCH_SOURCES)
   get_filename_component(name ${source} NAME_WE)
@@ -43,7 +50,7 @@ foreach(source IN LISTS MLATUNE_BENCH_SOURCES)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
   target_compile_definitions(${name} PRIVATE
     MLATUNE_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests" MLATUNE_BINARY_DIR="${CMAKE_BINARY_DIR}")
-  add_test(NAME ${name}_smoke COMMAND ${name} --benchmark_min_time=0.01)
+  add_test(NAME ${name}_smoke COMMAND ${name} --benchmark_min_time=0.01 ${MLATUNE_SMOKE_ARGS_${name}})
   set_tests_properties(${name}_smoke PROPERTIES LABELS bench)
 endforeach()
 

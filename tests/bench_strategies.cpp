@@ -1,7 +1,9 @@
 // Search strategies compared on replayed H200 measurements of the flagship
 // space: every recorded shape of the fixture files (tests/replay_fixtures.h;
 // default: every tests/data/*.csv and *.csv.gz, or those given with
-// --fixture FILE, repeatable).
+// --fixture FILE, repeatable).  The CTest smoke run (tests/bench_strategies.cmake)
+// replays one small fixture with one seed: the judgment against the
+// issue's target is strategy_test's; the full table is for people.
 //
 // Before the benchmarks, prints per shape and strategy, as medians over 10
 // seeds: the evaluations needed to come within 3 % of the shape's optimum,
@@ -22,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -40,7 +43,8 @@ using test_support::Fixture;
 using test_support::FixtureSet;
 using test_support::median;
 
-constexpr int kSeeds = 10;
+/// Seeds per median: 10, or --seeds N (the CTest smoke run uses 1).
+int g_seeds = 10;
 
 /// A row of the table: a strategy, and what it is told.
 struct Contender {
@@ -72,7 +76,7 @@ Row measure(const FixtureSet& set, const Fixture& f, const Contender& c) {
   if (c.budget) context.max_evals = f.searchable() / 4;
   if (c.warm) context.warm_start = set.warm_start(f);
   std::vector<double> to_3, above[3];
-  for (int seed = 1; seed <= kSeeds; ++seed) {
+  for (int seed = 1; seed <= g_seeds; ++seed) {
     const test_support::SearchRecord r =
         test_support::judge(c.kind, f, static_cast<std::uint64_t>(seed), context, c.lookahead);
     to_3.push_back(static_cast<double>(r.evaluations_to_3_percent));
@@ -87,7 +91,7 @@ Row measure(const FixtureSet& set, const Fixture& f, const Contender& c) {
 /// Prints the table and the verdicts; false when the default strategy misses
 /// the target at some shape.
 bool print_table(const FixtureSet& set) {
-  std::printf("Strategies on replayed H200 sweeps (median over %d seeds; %% above the optimum)\n", kSeeds);
+  std::printf("Strategies on replayed H200 sweeps (median over %d seeds; %% above the optimum)\n", g_seeds);
   std::printf("%-5s %-18s %-14s %7s %9s %11s %9s %9s %9s\n", "shape", "file", "strategy", "configs", "recorded",
               "evals to 3%", "best@5%", "best@10%", "best@25%");
   bool all_met = true;
@@ -166,6 +170,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       files.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--seeds") == 0) {
+      const int n = i + 1 < argc ? std::atoi(argv[i + 1]) : 0;
+      if (n < 1) {
+        std::fprintf(stderr, "bench_strategies: --seeds needs a count of 1 or more\n");
+        return 2;
+      }
+      mlatune::g_seeds = n;
+      ++i;
     } else if (std::strcmp(argv[i], "--check") == 0) {
       check = true;
     } else {
