@@ -181,8 +181,10 @@ void print_shape_counts(const ShapeReport& s, const SweepSummary& summary) {
   }
   if (s.cut > 0)
     fmt::print("  early cut: {} of {} ok configs timed with fewer launches, their median past {:g}x "
-               "the best so far\n",
-               s.cut, s.outcomes.count(Outcome::ok) ? s.outcomes.at(Outcome::ok) : 0, summary.cutoff_factor);
+               "the best so far{}\n",
+               s.cut, s.outcomes.count(Outcome::ok) ? s.outcomes.at(Outcome::ok) : 0, summary.cutoff_factor,
+               s.cutoff_start_us ? fmt::format(" (from the database's {:.2f} us on)", *s.cutoff_start_us)
+                                 : std::string());
   const std::vector<KindErrorRow> rows = kind_error_rows(s, summary.errors_by);
   if (summary.errors_by.empty()) {
     for (const KindErrorRow& row : rows)

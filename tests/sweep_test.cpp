@@ -176,13 +176,19 @@ class OneSecondEach final : public MeasurementSource {
   std::size_t lookahead() const override { return inner_->lookahead(); }
   std::optional<std::string> origin() const override { return inner_->origin(); }
   void prepare(const Config& config, const Shape& shape) override { inner_->prepare(config, shape); }
-  void begin_shape(const Shape& shape, double cutoff, std::mt19937_64& rng, ShapeReport& report) override {
-    inner_->begin_shape(shape, cutoff, rng, report);
+  void begin_shape(const Shape& shape, const Cutoff& start, std::mt19937_64& rng, ShapeReport& report) override {
+    starts.push_back(start);
+    inner_->begin_shape(shape, start, rng, report);
   }
   CandidateReport measure(const Config& config, const Shape& shape, ShapeReport& report) override {
     now_ += std::chrono::seconds(1);
-    return inner_->measure(config, shape, report);
+    CandidateReport c = inner_->measure(config, shape, report);
+    // As the GPU's evaluator would say it (tuner/evaluator.cpp).
+    if (c.timing && method) c.timing->method = *method;
+    return c;
   }
+  std::vector<Cutoff> starts;         // what each begin_shape() was told
+  std::optional<std::string> method;  // set: every time's method text
   std::vector<std::optional<TimingStats>> retime(const std::vector<std::string>& configs, int rounds,
                                                  ShapeReport& report) override {
     ++retime_calls;
@@ -353,6 +359,67 @@ TEST_F(SweepReplayed, AStopRequestEndsTheSweepBetweenCandidatesAndTheSameSweepGo
   const std::vector<RunRecord> runs = store.runs();
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[1].status, "finished");
+}
+
+// A resumed sweep's early cut starts from the best its database holds at
+// the shape, timed with the same cache method; a fresh one, or one with
+// another cache method, starts from nothing (its first result).
+TEST_F(SweepReplayed, AResumedSweepCutsFromTheDatabasesBestWithTheSameCacheMethod) {
+  std::chrono::steady_clock::time_point now{};
+  OneSecondEach source(*data_, now);
+  source.method = "CUDA events around each launch, L2 flushed before each (120 MiB written); 5 launches";
+  ASSERT_EQ(cache_mode_of_method(*source.method), CacheMode::cold);
+  SweepOptions options;
+  options.shapes = {space_->parse_shape(s0_)};
+  options.strategy = parse_strategy_kind("brute_force");
+  options.seed = 5;
+  constexpr std::uint64_t kBefore = 23;
+  std::uint64_t measured = 0;
+  options.progress = [&measured](const SweepProgress& p) { measured = p.done; };
+  options.stop_requested = [&measured] { return measured >= kBefore; };
+  const fs::path db = dir_ / "resumed.db";
+  const SweepReport first = run_sweep(*space_, space_file_, db, source, device_, options);
+  ASSERT_TRUE(first.interrupted);
+  ASSERT_EQ(source.starts.size(), 1u);
+  EXPECT_EQ(source.starts[0].best_us, 0.0);
+  EXPECT_EQ(source.starts[0].factor, options.cutoff_factor);
+  EXPECT_FALSE(first.shapes.at(0).cutoff_start_us);
+  double best = 0;
+  for (const CandidateReport& c : first.shapes.at(0).results)
+    if (c.outcome == Outcome::ok && (best == 0 || c.timing->median_us < best)) best = c.timing->median_us;
+  ASSERT_GT(best, 0.0);
+
+  options.stop_requested = nullptr;
+  const SweepReport resumed = run_sweep(*space_, space_file_, db, source, device_, options);
+  ASSERT_FALSE(resumed.interrupted);
+  ASSERT_EQ(source.starts.size(), 2u);
+  EXPECT_DOUBLE_EQ(source.starts[1].best_us, best);
+  EXPECT_EQ(source.starts[1].factor, options.cutoff_factor);
+  ASSERT_TRUE(resumed.shapes.at(0).cutoff_start_us);
+  EXPECT_DOUBLE_EQ(*resumed.shapes[0].cutoff_start_us, best);
+
+  // Hot-cache times are not comparable with cold ones: a hot sweep resumed
+  // on cold results starts from nothing.
+  const fs::path mixed_db = dir_ / "mixed.db";
+  options.stop_requested = [&measured] { return measured >= kBefore; };
+  measured = 0;
+  run_sweep(*space_, space_file_, mixed_db, source, device_, options);
+  SweepOptions hot = options;
+  hot.stop_requested = nullptr;
+  hot.timing.cache = CacheMode::hot;
+  run_sweep(*space_, space_file_, mixed_db, source, device_, hot);
+  ASSERT_EQ(source.starts.size(), 4u);
+  EXPECT_EQ(source.starts[3].best_us, 0.0);
+
+  // Replayed times name no cache method: they never start a cut.
+  source.method.reset();
+  const fs::path replayed_db = dir_ / "replayed.db";
+  measured = 0;
+  run_sweep(*space_, space_file_, replayed_db, source, device_, options);
+  options.stop_requested = nullptr;
+  run_sweep(*space_, space_file_, replayed_db, source, device_, options);
+  ASSERT_EQ(source.starts.size(), 6u);
+  EXPECT_EQ(source.starts[5].best_us, 0.0);
 }
 
 }  // namespace

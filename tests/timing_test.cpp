@@ -41,6 +41,17 @@ TEST(Timing, CacheModeNames) {
   EXPECT_FALSE(parse_cache_mode("warm").has_value());
 }
 
+// ---- cache methods in timing method texts --------------------------------------
+
+TEST(CacheMethod, EachModesPhraseNamesItAndOnlyIt) {
+  for (CacheMode mode : {CacheMode::cold, CacheMode::rotate, CacheMode::hot}) {
+    const std::string text = "CUDA events around each launch, " + std::string(cache_method_phrase(mode)) + " (...); 5 launches";
+    EXPECT_EQ(cache_mode_of_method(text), mode) << text;
+  }
+  EXPECT_FALSE(cache_mode_of_method("replayed from h200_sweeps.csv"));
+  EXPECT_FALSE(cache_mode_of_method(""));
+}
+
 // ---- the cut decision ---------------------------------------------------------------
 
 TEST(TimingCut, TooFewSamplesNeverCut) {

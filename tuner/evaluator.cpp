@@ -248,15 +248,16 @@ class Evaluator::Impl {
     std::string cache;
     switch (options_.cache) {
       case CacheMode::cold:
-        cache = fmt::format("L2 flushed before each ({:.0f} MiB written)",
+        cache = fmt::format("{} ({:.0f} MiB written)", cache_method_phrase(CacheMode::cold),
                             workload_.flush_bytes() / 1048576.0);
         break;
       case CacheMode::rotate:
-        cache = fmt::format("inputs rotated over {} sets, GPU kept busy by a spin kernel before each",
-                            workload_.input_sets());
+        cache = fmt::format("{} {} sets, GPU kept busy by a spin kernel before each",
+                            cache_method_phrase(CacheMode::rotate), workload_.input_sets());
         break;
       case CacheMode::hot:
-        cache = "hot L2 (no flush, one input set), GPU kept busy by a spin kernel before each";
+        cache = fmt::format("{} (no flush, one input set), GPU kept busy by a spin kernel before each",
+                            cache_method_phrase(CacheMode::hot));
         break;
     }
     return fmt::format("CUDA events around each launch, {}; {} launches", cache, count);

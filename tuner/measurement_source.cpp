@@ -168,12 +168,12 @@ class GpuSource final : public MeasurementSource {
 
   // Every worker sets up the same inputs (one seed), so that any of them
   // may evaluate any candidate of the shape.
-  void begin_shape(const Shape& shape, double cutoff_factor, std::mt19937_64& rng, ShapeReport& report) override {
+  void begin_shape(const Shape& shape, const Cutoff& start, std::mt19937_64& rng, ShapeReport& report) override {
     runnable_.clear();
     {
       std::lock_guard lock(best_mutex_);
-      best_us_ = 0;
-      cutoff_factor_ = cutoff_factor;
+      best_us_ = start.best_us;
+      cutoff_factor_ = start.factor;
     }
     WorkloadRequest request{space_file_, space_.shape_string(shape), rng(), timing_};
     std::vector<WorkloadInfo> infos(workers_->size());
@@ -260,8 +260,8 @@ class GpuSource final : public MeasurementSource {
     if (c.outcome == Outcome::ok && c.timing) note_time(c.timing->median_us);
   }
 
-  // The best of this sweep at this shape, from the results in so far: an
-  // earlier run's times may have been taken with another cache method.
+  // The best at this shape: of an earlier run's results timed with this
+  // cache method (begin_shape), and of this sweep's results in so far.
   Cutoff cutoff_now() {
     std::lock_guard lock(best_mutex_);
     return Cutoff{best_us_, cutoff_factor_};
@@ -296,7 +296,7 @@ class ReplaySource final : public MeasurementSource {
   std::size_t lookahead() const override { return 1; }
   std::optional<std::string> origin() const override { return name_; }
   void prepare(const Config&, const Shape&) override {}
-  void begin_shape(const Shape&, double, std::mt19937_64&, ShapeReport&) override {}
+  void begin_shape(const Shape&, const Cutoff&, std::mt19937_64&, ShapeReport&) override {}
 
   CandidateReport measure(const Config& config, const Shape& shape, ShapeReport&) override {
     CandidateReport c;  // the sweep fills in the config text
@@ -336,7 +336,7 @@ class CompileOnlySource final : public MeasurementSource {
   std::size_t lookahead() const override { return std::numeric_limits<std::size_t>::max(); }
   std::optional<std::string> origin() const override { return std::nullopt; }
   void prepare(const Config& config, const Shape& shape) override { compile_.submit(config, shape); }
-  void begin_shape(const Shape&, double, std::mt19937_64&, ShapeReport&) override {}
+  void begin_shape(const Shape&, const Cutoff&, std::mt19937_64&, ShapeReport&) override {}
 
   CandidateReport measure(const Config& config, const Shape&, ShapeReport& report) override {
     std::shared_future<CompileResult> future = compile_.take(config, report);

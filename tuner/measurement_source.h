@@ -51,11 +51,12 @@ class MeasurementSource {
   virtual void prepare(const Config& config, const Shape& shape) = 0;
   /// Before the first measurement at a shape that has candidates; may draw
   /// from `rng` (inputs) and add its setup to `report`.  A candidate whose
-  /// running median passes `cutoff_factor` × the fastest median measured at
-  /// the shape when its timing starts is cut (Cutoff; 0: never): the source
-  /// keeps that best, since with several GPUs only it knows which results
-  /// have come in by then.
-  virtual void begin_shape(const Shape& shape, double cutoff_factor, std::mt19937_64& rng,
+  /// running median passes `start.factor` × the fastest median measured at
+  /// the shape when its timing starts is cut (Cutoff; factor 0: never): the
+  /// source keeps that best, since with several GPUs only it knows which
+  /// results have come in by then.  It starts from `start.best_us` (an
+  /// earlier run's best at the shape; 0: none).
+  virtual void begin_shape(const Shape& shape, const Cutoff& start, std::mt19937_64& rng,
                            ShapeReport& report) = 0;
   /// The result of the oldest prepared candidate, which is `config`; time
   /// spent on it goes into `report`.  The sweep sets the report's config

@@ -156,7 +156,13 @@ ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
   announce(run);
   if (run.in_flight.empty()) return std::move(run.report);
 
-  source_.begin_shape(shape, options_.cutoff_factor, rng_, run.report);
+  // A resumed sweep cuts against the best its database already holds.
+  Cutoff start{0.0, options_.cutoff_factor};
+  if (std::optional<double> best = journal_.earlier_best_us(run.report.shape, options_.timing.cache)) {
+    start.best_us = *best;
+    run.report.cutoff_start_us = *best;
+  }
+  source_.begin_shape(shape, start, rng_, run.report);
   while (!run.in_flight.empty()) {
     if (stopping()) {
       // The prepared candidates are dropped: an interrupt should not wait

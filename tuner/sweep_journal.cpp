@@ -57,6 +57,17 @@ class StoreJournal final : public Journal {
     return earlier;
   }
 
+  std::optional<double> earlier_best_us(const std::string& shape, CacheMode cache) override {
+    std::optional<double> best;
+    for (const MeasurementRecord& r : store_.measurements({kernel_.name, shape})) {
+      if (!(r.kernel == kernel_) || !(r.device == device_.identity()) || !(r.toolchain == toolchain_)) continue;
+      const Measurement& m = r.measurement;
+      if (m.outcome != Outcome::ok || !m.timing || cache_mode_of_method(m.timing->method) != cache) continue;
+      if (!best || m.timing->median_us < *best) best = m.timing->median_us;
+    }
+    return best;
+  }
+
   // The same GPU model is what matters for a first guess: a driver update
   // does not make another device's winners a worse one.
   std::vector<strategies::TunedText> tuned_elsewhere(const std::string& shape) override {
@@ -114,6 +125,7 @@ class NoJournal final : public Journal {
  public:
   std::int64_t run_id() const override { return 0; }
   EarlierResults earlier(const std::string&) override { return {}; }
+  std::optional<double> earlier_best_us(const std::string&, CacheMode) override { return std::nullopt; }
   std::vector<strategies::TunedText> tuned_elsewhere(const std::string&) override { return {}; }
   void record(const std::string&, const CandidateReport&) override {}
   void look_up_best(ShapeReport&) override {}

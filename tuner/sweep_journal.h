@@ -28,6 +28,10 @@ class Journal {
   virtual ~Journal() = default;
   virtual std::int64_t run_id() const = 0;
   virtual EarlierResults earlier(const std::string& shape) = 0;
+  /// The fastest ok median at `shape` from earlier runs (same kernel
+  /// version, device and toolchain) timed with cache method `cache`: where a
+  /// resumed sweep's early cut starts.  nullopt: none.
+  virtual std::optional<double> earlier_best_us(const std::string& shape, CacheMode cache) = 0;
   /// The best configs held for shapes of this kernel other than `shape`, on
   /// this device, of any kernel version and toolchain (a warm start only
   /// proposes them first: tuner/strategies/warm_start.h).

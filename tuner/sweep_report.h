@@ -86,6 +86,9 @@ struct ShapeReport {
   std::optional<double> best_us;
   WorkloadInfo workload;
   int cut = 0;             // of the ok results, timed with an early cut (TimingStats::cut)
+  /// Where the early cut started: the best ok median at the shape from
+  /// earlier runs with this cache method (unset: none, the first result).
+  std::optional<double> cutoff_start_us;
   double wall_s = 0;
   // Worker time, summed over the GPU workers (one, unless `tune --gpus`):
   double gpu_s = 0;        // in the worker: validation, timing, re-timing

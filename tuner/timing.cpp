@@ -24,6 +24,21 @@ std::optional<CacheMode> parse_cache_mode(std::string_view text) {
   return std::nullopt;
 }
 
+std::string_view cache_method_phrase(CacheMode mode) {
+  switch (mode) {
+    case CacheMode::cold: return "L2 flushed before each";
+    case CacheMode::rotate: return "inputs rotated over";
+    case CacheMode::hot: return "hot L2";
+  }
+  return "unknown";
+}
+
+std::optional<CacheMode> cache_mode_of_method(std::string_view method) {
+  for (CacheMode mode : {CacheMode::cold, CacheMode::rotate, CacheMode::hot})
+    if (method.find(cache_method_phrase(mode)) != std::string_view::npos) return mode;
+  return std::nullopt;
+}
+
 double median_of(std::vector<double> values) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());

@@ -19,6 +19,11 @@ enum class CacheMode {
 };
 std::string_view to_string(CacheMode);
 std::optional<CacheMode> parse_cache_mode(std::string_view);
+/// The words that name `mode` in a timing method text (TimingStats::method,
+/// as the evaluator writes it), and the mode such a text names (nullopt:
+/// none, e.g. a replayed time).
+std::string_view cache_method_phrase(CacheMode mode);
+std::optional<CacheMode> cache_mode_of_method(std::string_view method);
 
 /// How long to keep timing one candidate.
 struct TimingOptions {
