@@ -53,6 +53,7 @@ struct TuneOptions {
   double cutoff = SweepOptions{}.cutoff_factor;
   int cut_after = TimingOptions{}.cut_min_samples;
   bool validate_first = false;
+  double first_launch_cut = TimingOptions{}.first_launch_cut;
   std::vector<std::string> where;  // extra constraints on the candidates
   std::string errors_by;
   std::string shard;               // "I/N"; empty: from Slurm, else none
@@ -100,10 +101,30 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.timing.budget_ms = options.budget_ms;
   s.timing.cut_min_samples = options.cut_after;
   s.timing.validate_first = options.validate_first;
+  s.timing.first_launch_cut = options.first_launch_cut;
   s.cutoff = options.cutoff;
   s.shard = shard_choice(options.shard);
   if (!options.gpus.empty()) s.gpus = parse_gpu_selection(options.gpus);
   return s;
+}
+
+/// A factor option's check: 0 (off), or a finite number above 1 (at least 1
+/// with `one_allowed`); else `message`.
+CLI::Validator zero_or_factor(bool one_allowed, std::string message) {
+  return CLI::Validator(
+      [one_allowed, message](std::string& text) -> std::string {
+        try {
+          std::size_t used = 0;
+          double factor = std::stod(text, &used);
+          if (used == text.size() && std::isfinite(factor) &&
+              (factor == 0 || factor > 1 || (one_allowed && factor == 1)))
+            return {};
+        } catch (const std::exception&) {
+          // Not a number: the message below.
+        }
+        return message;
+      },
+      one_allowed ? "0 or at least 1" : "0 or above 1");
 }
 
 /// --strategy's check, so that a bad name fails when given, used or not.
@@ -191,20 +212,8 @@ void add_tune_commands(CLI::App& app) {
                                "(default {:g})",
                                SweepOptions{}.cutoff_factor))
       ->type_name("FACTOR")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            try {
-              std::size_t used = 0;
-              double factor = std::stod(text, &used);
-              if (used == text.size() && (factor == 0 || (factor > 1 && std::isfinite(factor))))
-                return {};
-            } catch (const std::exception&) {
-              // Not a number: the message below.
-            }
-            return "must be 0 (no early cut) or a finite number above 1, so that a candidate faster than "
-                   "the best is never cut";
-          },
-          "0 or above 1"));
+      ->check(zero_or_factor(false, "must be 0 (no early cut) or a finite number above 1, so that a candidate "
+                                    "faster than the best is never cut"));
   // Three at least: with fewer, one wild launch could decide the cut.
   tune->add_option("--cut-after", options->cut_after,
                    fmt::format("launches timed before a candidate may be cut (default {})",
@@ -214,6 +223,15 @@ void add_tune_commands(CLI::App& app) {
                  "validate every candidate in full (all input sets, two runs each) before timing it; default: "
                  "with an early cut, time a candidate after its first validation launch and finish validating "
                  "it only if it is not cut (a cut candidate is recorded as validated on one launch)");
+  tune->add_option("--first-launch-cut", options->first_launch_cut,
+                   fmt::format("with the early cut (and without --validate-first), cut a candidate whose first "
+                               "validation launch took {:g} ms or more and over FACTOR x the cutoff's limit, with "
+                               "no timed launch (recorded as a cut measurement of that one launch); 0: never "
+                               "(default {:g})",
+                               first_launch_floor_us / 1000.0, TimingOptions{}.first_launch_cut))
+      ->type_name("FACTOR")
+      ->check(zero_or_factor(true, "must be 0 (never) or a finite number of at least 1: a first launch is "
+                                   "judged only past the cutoff's limit"));
   tune->add_option("--shard", options->shard,
                    "tune only shard I of N (0-based: 0/4 .. 3/4) of the sweep, into this shard's own "
                    "database, for `mlatune cache merge` later; default: SLURM_ARRAY_TASK_ID of "

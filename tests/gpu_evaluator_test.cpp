@@ -295,6 +295,8 @@ TEST(GpuEvaluator, EarlyTimingRefusesWhatTheFirstLaunchShowsAndValidateFirstTheR
   ASSERT_EQ(r_correct.outcome, Outcome::ok) << describe(r_correct);
   EXPECT_TRUE(r_correct.timing->cut);
   EXPECT_EQ(r_correct.validation->input_sets, 1);
+  // A first launch of microseconds is never judged alone (first_launch_floor_us).
+  EXPECT_EQ(r_correct.timing->count, TimingOptions{}.cut_min_samples) << r_correct.timing->method;
   EXPECT_EQ(r_wrong.outcome, Outcome::wrong_result) << describe(r_wrong);
   EXPECT_FALSE(r_wrong.timing);
   EXPECT_EQ(r_past.outcome, Outcome::wrong_result) << describe(r_past);
@@ -315,6 +317,61 @@ TEST(GpuEvaluator, EarlyTimingRefusesWhatTheFirstLaunchShowsAndValidateFirstTheR
   EXPECT_EQ(f_correct.validation->input_sets, best.validation->input_sets);
   EXPECT_EQ(f_races.outcome, Outcome::wrong_result) << describe(f_races);
   EXPECT_NE(f_races.reason.find("nondeterministic"), std::string::npos) << f_races.reason;
+}
+
+// A kernel of more than a millisecond whose first validation launch is far
+// past the cutoff is cut on that launch, with no timed launch; one whose
+// first launch is not that far is timed as before, and a factor of 0 turns
+// the judgment off.
+TEST(GpuEvaluator, FirstLaunchFarPastTheCutoffIsCutOnIt) {
+  MLATUNE_REQUIRE_GPU();
+  SearchSpace space = SearchSpace::load(faults_space());
+  // 1 GiB a buffer: double_work streams 6 GiB, well over a millisecond.
+  const std::string shape_text = "N=268435456";
+  Shape shape = space.parse_shape(shape_text);
+  Worker worker(worker_options());
+  WorkloadInfo info = worker.set_workload(WorkloadRequest{faults_space(), shape_text, 11, {}});
+  Built slow = build(space, config(space, "MODE=double_work,THREADS=256"), shape, info.device.arch());
+  ASSERT_TRUE(slow.candidate);
+  EvaluationResult full = worker.evaluate(*slow.candidate);
+  ASSERT_EQ(full.outcome, Outcome::ok) << describe(full);
+  const double us = full.timing->median_us;
+  ASSERT_GE(us, 1.1 * first_launch_floor_us) << "the test needs a kernel of more than a millisecond";
+
+  // Limit = 1.5% of the kernel's time: its first launch is far past 2x that.
+  const Cutoff far{us / 100.0, 1.5};
+  EvaluationResult cut = worker.evaluate(*slow.candidate, far);
+  // Limit = 1.2x its time: not past it, so timed in full and kept.
+  EvaluationResult kept = worker.evaluate(*slow.candidate, Cutoff{us / 2.5, 3.0});
+  TimingOptions off;
+  off.first_launch_cut = 0;
+  Worker without(worker_options());
+  without.set_workload(WorkloadRequest{faults_space(), shape_text, 11, off});
+  EvaluationResult timed_cut = without.evaluate(*slow.candidate, far);
+  std::printf("no cutoff:        %s\nfirst launch cut: %s\n                  %s\nkept:             %s\n"
+              "factor 0:         %s\n                  %s\n",
+              describe(full).c_str(), describe(cut).c_str(), cut.timing ? cut.timing->method.c_str() : "-",
+              describe(kept).c_str(), describe(timed_cut).c_str(),
+              timed_cut.timing ? timed_cut.timing->method.c_str() : "-");
+
+  ASSERT_EQ(cut.outcome, Outcome::ok) << describe(cut);
+  ASSERT_TRUE(cut.timing && cut.validation);
+  EXPECT_TRUE(cut.timing->cut);
+  EXPECT_EQ(cut.timing->count, 1);
+  EXPECT_EQ(cut.validation->input_sets, 1);
+  EXPECT_NE(cut.timing->method.find("first validation launch"), std::string::npos) << cut.timing->method;
+  // Its one launch is the kernel's time, give or take a first launch's costs.
+  EXPECT_NEAR(cut.timing->median_us / us, 1.0, 0.25);
+
+  ASSERT_EQ(kept.outcome, Outcome::ok) << describe(kept);
+  EXPECT_FALSE(kept.timing->cut);
+  EXPECT_GT(kept.timing->count, 1);
+  EXPECT_EQ(kept.validation->input_sets, full.validation->input_sets);
+
+  ASSERT_EQ(timed_cut.outcome, Outcome::ok) << describe(timed_cut);
+  EXPECT_TRUE(timed_cut.timing->cut);
+  EXPECT_GT(timed_cut.timing->count, 1);
+  EXPECT_EQ(timed_cut.timing->method.find("first validation launch"), std::string::npos);
 }
 
 TEST(GpuEvaluator, ShapeThatDoesNotFitSaysSo) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 
@@ -265,6 +266,38 @@ TEST(TimingSchedule, SettledWinsOverCutOnceMeasuredInFull) {
   options.cut_min_samples = 1000;
   SimulatedPhase phase = simulate(options, Cutoff{1000.0, 3.0}, SimulatedKernel{4000.0, 0.0, 60.0});
   EXPECT_EQ(phase.stop, TimingStop::settled);
+}
+
+
+TEST(FirstLaunchCut, OnlyFarPastTheLimitAndOnlyForLongLaunches) {
+  TimingOptions options;  // first_launch_cut 2: cut above 2 × 3 × best
+  Cutoff cutoff{800.0, 3.0};
+  // 6x the best is the line: 4801 µs is past it, 4799 µs not.
+  CutVerdict past = judge_first_launch(4801.0, cutoff, options);
+  EXPECT_TRUE(past.cut);
+  EXPECT_DOUBLE_EQ(past.median_us, 4801.0);
+  EXPECT_NEAR(past.ratio, 6.00125, 1e-9);
+  EXPECT_FALSE(judge_first_launch(4799.0, cutoff, options).cut);
+  // Between the cutoff and twice it the timing decides, not the first launch.
+  EXPECT_FALSE(judge_first_launch(3000.0, cutoff, options).cut);
+  // A short kernel is never judged on one launch, however far past the limit.
+  Cutoff tiny{5.0, 3.0};
+  EXPECT_FALSE(judge_first_launch(999.0, tiny, options).cut);
+  EXPECT_TRUE(judge_first_launch(1000.5, tiny, options).cut);
+}
+
+TEST(FirstLaunchCut, OffWithoutACutoffWithFactorZeroAndWithValidateFirst) {
+  TimingOptions options;
+  EXPECT_FALSE(judge_first_launch(1e6, Cutoff{}, options).cut);
+  EXPECT_FALSE(judge_first_launch(1e6, Cutoff{100.0, 0.0}, options).cut);
+  options.first_launch_cut = 0;
+  EXPECT_FALSE(judge_first_launch(1e6, Cutoff{100.0, 3.0}, options).cut);
+  options.first_launch_cut = 2.0;
+  options.validate_first = true;
+  EXPECT_FALSE(judge_first_launch(1e6, Cutoff{100.0, 3.0}, options).cut);
+  options.validate_first = false;
+  EXPECT_TRUE(judge_first_launch(1e6, Cutoff{100.0, 3.0}, options).cut);
+  EXPECT_FALSE(judge_first_launch(std::nan(""), Cutoff{100.0, 3.0}, options).cut);
 }
 
 }  // namespace

@@ -73,6 +73,9 @@ TEST_F(TuneCli, EveryOptionIsCheckedWhetherTheRunUsesItOrNot) {
       {{"--budget-ms", "nan"}, "--budget-ms: 'nan' is not a finite number above 0"},
       {{"--budget-ms", "inf"}, "--budget-ms: 'inf' is not a finite number above 0"},
       {{"--cutoff", "inf"}, "--cutoff: must be 0 (no early cut) or a finite number above 1"},
+      {{"--cutoff", "1"}, "--cutoff: must be 0 (no early cut) or a finite number above 1"},
+      {{"--first-launch-cut", "0.5"}, "--first-launch-cut: must be 0 (never) or a finite number of at least 1"},
+      {{"--first-launch-cut", "2x"}, "--first-launch-cut: must be 0 (never) or a finite number of at least 1"},
       {{"--jobs", "-1"}, "--jobs: '-1' is not a whole number from 0 to 1024"},
       {{"--cache", "warm"}, "--cache"},
   };

@@ -65,6 +65,7 @@ TEST(WorkerCodec, EveryRequestRoundTrips) {
   workload.timing.budget_ms = 12.5;
   workload.timing.cut_min_samples = 7;
   workload.timing.validate_first = true;
+  workload.timing.first_launch_cut = 2.5;
   SetWorkloadRequest w = round_trip_request(workload);
   EXPECT_EQ(w.space_file, workload.space_file);
   EXPECT_EQ(w.shape, "N=4096");
@@ -73,6 +74,7 @@ TEST(WorkerCodec, EveryRequestRoundTrips) {
   EXPECT_DOUBLE_EQ(w.timing.budget_ms, 12.5);
   EXPECT_EQ(w.timing.cut_min_samples, 7);
   EXPECT_TRUE(w.timing.validate_first);
+  EXPECT_DOUBLE_EQ(w.timing.first_launch_cut, 2.5);
 
   EvaluateRequest evaluate = round_trip_request(EvaluateRequest{sample_candidate(), Cutoff{10.5, 3.0}});
   EXPECT_EQ(evaluate.candidate.cubin, sample_candidate().cubin);
@@ -198,7 +200,8 @@ std::vector<std::uint8_t> cbor(const json& j) { return json::to_cbor(j); }
 json set_workload_json() {
   return {{"type", "set_workload"}, {"space", "/s.yaml"},     {"shape", "N=1"},         {"seed", 1},
           {"cache", "cold"},        {"budget_ms", 100.0},      {"max_repetitions", 2000}, {"min_repetitions", 10},
-          {"stability", 0.01},      {"cut_min_samples", 5},    {"validate_first", false}};
+          {"stability", 0.01},      {"cut_min_samples", 5},    {"validate_first", false},
+          {"first_launch_cut", 2.0}};
 }
 
 TEST(WorkerCodec, FieldsOfTheWrongKindOrRangeAreMalformed) {
@@ -215,6 +218,7 @@ TEST(WorkerCodec, FieldsOfTheWrongKindOrRangeAreMalformed) {
   EXPECT_THROW(decode_request(with("budget_ms", "100")), MalformedMessage);
   EXPECT_THROW(decode_request(with("cache", "lukewarm")), MalformedMessage);
   EXPECT_THROW(decode_request(with("validate_first", 1)), MalformedMessage);  // a number for a flag
+  EXPECT_THROW(decode_request(with("first_launch_cut", true)), MalformedMessage);
   json missing = set_workload_json();
   missing.erase("shape");
   EXPECT_THROW(decode_request(cbor(missing)), MalformedMessage);

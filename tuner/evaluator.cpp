@@ -338,16 +338,22 @@ class Evaluator::Impl {
   /// (with the reference; after the first run, with the first run too).  A
   /// tolerance failure is recorded and validation goes on, so that the
   /// report holds every input kind's errors; a trespass ends it.
+  /// With `launch_us`, events around the launch give its time there.
   LaunchVerdict validate_launch(const LaunchSequence& sequence, WorkspaceLease& workspace, int set, int run,
-                                Validation& v, const std::function<void()>& progress) {
+                                Validation& v, const std::function<void()>& progress,
+                                double* launch_us = nullptr) {
     workload_.poison_outputs();
     workspace.poison(workload_.support(), workload_.stream());
+    while (launch_us && events_.size() < 2) events_.emplace_back();
+    if (launch_us) events_[0].record(workload_.stream());
     LaunchStatus status = sequence.issue(workload_.arguments(set), workload_.stream().get());
     if (!status.ok()) {
       v.refusal = status;
       return LaunchVerdict::refused;
     }
+    if (launch_us) events_[1].record(workload_.stream());
     workload_.stream().synchronize();
+    if (launch_us) *launch_us = 1000.0 * events_[1].elapsed_ms_since(events_[0]);
     if (progress) progress();
     std::optional<std::string> trespass = workload_.check_integrity(set);
     ValidationStats stats = workload_.compare(set);
@@ -418,10 +424,15 @@ class Evaluator::Impl {
     // full only if the timing is not cut: a slow candidate's other launches
     // would cost more than its timing and can no longer make it the best.
     const bool time_early = cutoff.active() && !options_.validate_first;
+    // And its first launch is timed too: one far past the cutoff ends it
+    // there, with no timed launch (judge_first_launch).
+    const bool judge_first = time_early && options_.first_launch_cut > 0;
     std::optional<TimingStats> timing;
     for (std::size_t i = 0; i < launches.size(); ++i) {
       auto [set, run] = launches[i];
-      if (LaunchVerdict v = validate_launch(kernels.sequence, workspace, set, run, validation, progress);
+      double first_us = 0.0;
+      if (LaunchVerdict v = validate_launch(kernels.sequence, workspace, set, run, validation, progress,
+                                            i == 0 && judge_first ? &first_us : nullptr);
           v != LaunchVerdict::go_on) {
         if (v == LaunchVerdict::refused) return fail(validation.refusal, "the GPU refused the launch");
         result.validation = validation.worst;
@@ -430,6 +441,17 @@ class Evaluator::Impl {
         return;
       }
       if (i != 0 || !time_early || !validation.failure_reason.empty()) continue;
+      if (CutVerdict first = judge_first_launch(first_us, cutoff, options_); first.cut) {
+        timing = summarize_times(
+            {first_us}, options_.cache,
+            fmt::format("CUDA events around the first validation launch (outputs and workspace poisoned, "
+                        "no flush); 1 launch; cut on it: {:.2f}x the best so far, past {:g}x the cutoff "
+                        "({:g}x); validated on 1 launch of {} (input set 1: {} inputs), not in full: cut",
+                        first.ratio, options_.first_launch_cut, cutoff.factor, launches.size(),
+                        to_string(workload_.input_kind(0))));
+        timing->cut = true;
+        break;
+      }
       timing = time_until_done(kernels.sequence, cutoff, progress);
       // The timed launches may not write outside the outputs either (set 1
       // alone is timed, except with --cache rotate).

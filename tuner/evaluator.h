@@ -113,7 +113,9 @@ class Evaluator {
   /// TimingOptions::validate_first) the timing comes right after the first
   /// validation launch: a cut candidate is then validated on that launch
   /// only (its ValidationStats::input_sets is 1, its timing method says so),
-  /// an uncut one in full after its timing.
+  /// an uncut one in full after its timing.  That first launch is timed
+  /// as well, and one far past the cutoff (judge_first_launch) is cut on it
+  /// without a timed launch.
   /// Throws EnvironmentError for a broken environment and for a time below
   /// the empty-kernel floor (a broken measurement).
   EvaluationResult evaluate(const Candidate& candidate, const Cutoff& cutoff = {},

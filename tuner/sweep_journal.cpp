@@ -107,6 +107,7 @@ class StoreJournal final : public Journal {
                 {"cutoff", options.cutoff_factor},
                 {"cut_after", options.timing.cut_min_samples},
                 {"validate_first", options.timing.validate_first},
+                {"first_launch_cut", options.timing.first_launch_cut},
                 {"retime_top", options.retime_top},
                 {"shard", options.shard ? json(to_string(*options.shard)) : json()}}
         .dump();

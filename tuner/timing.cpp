@@ -57,6 +57,17 @@ CutVerdict judge_cut(const std::vector<double>& samples, const Cutoff& cutoff, i
   return verdict;
 }
 
+CutVerdict judge_first_launch(double first_us, const Cutoff& cutoff, const TimingOptions& options) {
+  CutVerdict verdict;
+  if (!cutoff.active() || options.validate_first || !(options.first_launch_cut > 0) ||
+      !std::isfinite(first_us) || first_us < first_launch_floor_us)
+    return verdict;
+  verdict.median_us = first_us;
+  verdict.ratio = first_us / cutoff.best_us;
+  verdict.cut = first_us > options.first_launch_cut * cutoff.limit_us();
+  return verdict;
+}
+
 TimingSchedule::TimingSchedule(TimingOptions options, Cutoff cutoff)
     : options_(options), cutoff_(cutoff) {}
 

@@ -52,7 +52,18 @@ struct TimingOptions {
   /// before it is timed, as before 2026-12-03 (slower: a slow candidate's
   /// validation launches cost more than its cut timing).
   bool validate_first = false;
+  /// With that early timing, the first validation launch is timed too, and
+  /// a candidate whose first launch already took more than this many times
+  /// the cutoff's limit (and at least first_launch_floor_us) is cut on it,
+  /// with no timed launch at all (judge_first_launch).  0: never.
+  double first_launch_cut = 2.0;
 };
+
+/// Below this a first launch is never judged alone: a first launch may pay
+/// for a cold instruction cache, TLB misses and the launch latency, tens of
+/// microseconds that could double a short kernel's time but not a
+/// millisecond's.
+inline constexpr double first_launch_floor_us = 1000.0;
 
 /// An early end for a candidate that cannot win: once its running median
 /// exceeds `factor` × the fastest median measured so far at the shape, more
@@ -75,6 +86,14 @@ struct CutVerdict {
 /// The cut decision: at least `min_samples` samples, and their median above
 /// cutoff.limit_us().  Never cuts with an inactive cutoff.
 CutVerdict judge_cut(const std::vector<double>& samples_us, const Cutoff& cutoff, int min_samples);
+
+/// The cut decision on a candidate's first validation launch alone (not
+/// L2-flushed, outputs poisoned, and the first launch of its module, so
+/// possibly slower than its timed launches, never by much past a
+/// millisecond): cut when `first_us` is at least first_launch_floor_us and
+/// above options.first_launch_cut × cutoff.limit_us().  Never cuts with an
+/// inactive cutoff, a factor of 0, or with validate_first.
+CutVerdict judge_first_launch(double first_us, const Cutoff& cutoff, const TimingOptions& options);
 
 /// The median of `values` (mean of the middle two for an even count); 0 when empty.
 double median_of(std::vector<double> values);

@@ -28,7 +28,8 @@ json message(const SetWorkloadRequest& r) {
           {"min_repetitions", r.timing.min_repetitions},
           {"stability", r.timing.stability},
           {"cut_min_samples", r.timing.cut_min_samples},
-          {"validate_first", r.timing.validate_first}};
+          {"validate_first", r.timing.validate_first},
+          {"first_launch_cut", r.timing.first_launch_cut}};
 }
 
 json message(const EvaluateRequest& r) {
@@ -59,6 +60,7 @@ SetWorkloadRequest decode_set_workload(const json& j) {
   r.timing.stability = number(j, "stability");
   r.timing.cut_min_samples = integer<int>(j, "cut_min_samples");
   r.timing.validate_first = flag(j, "validate_first");
+  r.timing.first_launch_cut = number(j, "first_launch_cut");
   return r;
 }
 
