@@ -35,7 +35,7 @@ namespace fs = std::filesystem;
 const fs::path program = fs::path(MLATUNE_BINARY_DIR) / "mlatune";
 const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" /
                             "fused_mla_attention.yaml";
-const fs::path fixture = fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps_2026-12-03.csv.gz";
+const fs::path fixture = fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps_2026-12.csv.gz";
 const char* const s0 = "B=2,T=32,H=4,D=16,R=24";  // 1690 configs: about 400 kB of progress
 
 struct Finished {
