@@ -294,6 +294,18 @@ TEST_F(SweepReplayed, AutoSearchesWithABudgetAndWarmStartsFromShapesTunedBefore)
 }
 
 
+// A brute-force sweep of `shapes` (seed 5) that asks to stop once
+// `measured`, which its progress keeps up to date, reaches `stop_after`.
+SweepOptions stopping_sweep(std::vector<Shape> shapes, std::uint64_t stop_after, std::uint64_t& measured) {
+  SweepOptions options;
+  options.shapes = std::move(shapes);
+  options.strategy = parse_strategy_kind("brute_force");
+  options.seed = 5;
+  options.progress = [&measured](const SweepProgress& p) { measured = p.done; };
+  options.stop_requested = [&measured, stop_after] { return measured >= stop_after; };
+  return options;
+}
+
 // SweepOptions::stop_requested (what `tune` does on SIGINT or SIGTERM): the
 // sweep stops before the next measurement, records the run as interrupted
 // with what it measured, starts no further shape and does not retime; the
@@ -302,14 +314,9 @@ TEST_F(SweepReplayed, AutoSearchesWithABudgetAndWarmStartsFromShapesTunedBefore)
 TEST_F(SweepReplayed, AStopRequestEndsTheSweepBetweenCandidatesAndTheSameSweepGoesOn) {
   std::chrono::steady_clock::time_point now{};
   OneSecondEach source(*data_, now);
-  SweepOptions options;
-  options.shapes = {space_->parse_shape(s0_), space_->parse_shape(s1_)};
-  options.strategy = parse_strategy_kind("brute_force");
-  options.seed = 5;
   constexpr std::uint64_t kBefore = 37;
   std::uint64_t measured = 0;
-  options.progress = [&measured](const SweepProgress& p) { measured = p.done; };
-  options.stop_requested = [&measured] { return measured >= kBefore; };
+  SweepOptions options = stopping_sweep({space_->parse_shape(s0_), space_->parse_shape(s1_)}, kBefore, measured);
   const fs::path db = dir_ / "stopped.db";
   const SweepReport stopped = run_sweep(*space_, space_file_, db, source, device_, options);
   EXPECT_TRUE(stopped.interrupted);
@@ -369,14 +376,10 @@ TEST_F(SweepReplayed, AResumedSweepCutsFromTheDatabasesBestWithTheSameCacheMetho
   OneSecondEach source(*data_, now);
   source.method = "CUDA events around each launch, L2 flushed before each (120 MiB written); 5 launches";
   ASSERT_EQ(cache_mode_of_method(*source.method), CacheMode::cold);
-  SweepOptions options;
-  options.shapes = {space_->parse_shape(s0_)};
-  options.strategy = parse_strategy_kind("brute_force");
-  options.seed = 5;
   constexpr std::uint64_t kBefore = 23;
   std::uint64_t measured = 0;
-  options.progress = [&measured](const SweepProgress& p) { measured = p.done; };
-  options.stop_requested = [&measured] { return measured >= kBefore; };
+  SweepOptions options = stopping_sweep({space_->parse_shape(s0_)}, kBefore, measured);
+  const auto stop_after_23 = options.stop_requested;
   const fs::path db = dir_ / "resumed.db";
   const SweepReport first = run_sweep(*space_, space_file_, db, source, device_, options);
   ASSERT_TRUE(first.interrupted);
@@ -401,7 +404,7 @@ TEST_F(SweepReplayed, AResumedSweepCutsFromTheDatabasesBestWithTheSameCacheMetho
   // Hot-cache times are not comparable with cold ones: a hot sweep resumed
   // on cold results starts from nothing.
   const fs::path mixed_db = dir_ / "mixed.db";
-  options.stop_requested = [&measured] { return measured >= kBefore; };
+  options.stop_requested = stop_after_23;
   measured = 0;
   run_sweep(*space_, space_file_, mixed_db, source, device_, options);
   SweepOptions hot = options;
