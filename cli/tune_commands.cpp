@@ -39,6 +39,7 @@ struct TuneOptions {
   bool json = false;
   bool quiet = false;
   unsigned jobs = 0;
+  std::string compile_in{to_string(CompileIn::processes)};
   std::string db;
   std::optional<std::uint64_t> max_evals;
   std::string time_budget;  // empty: none
@@ -85,6 +86,7 @@ TuneSettings settings_from(const TuneOptions& options) {
   s.where = options.where;
   s.errors_by = options.errors_by;
   s.jobs = options.jobs;
+  s.compile_in = parse_compile_in(options.compile_in).value_or(CompileIn::processes);  // checked by its validator
   s.max_evals = options.max_evals;
   if (!options.time_budget.empty()) {
     try {
@@ -244,6 +246,11 @@ void add_tune_commands(CLI::App& app) {
       ->type_name("all|I,J,...");
   tune->add_option("--jobs,-j", options->jobs, "compile threads (default: one per core)")
       ->check(whole_number(0, 1024));
+  tune->add_option("--compile-in", options->compile_in,
+                   "where NVRTC runs: processes (default: each compile thread hands its configs to a "
+                   "compile-only mlatune-worker of its own; NVRTC runs in one process wait for one another, and a "
+                   "crashing compiler fails its config only) or threads (in this process)")
+      ->check(CLI::IsMember({"processes", "threads"}));
   tune->callback([options, strategy] {
     options->strategy_given = strategy->count() > 0;
     run_tune(settings_from(*options));

@@ -419,9 +419,10 @@ void print_sweep_text(const SweepReport& report, const SweepSummary& summary) {
                totals.evaluated, summary.database.string());
   if (summary.replayed) return;
   print_worker_lines(totals);
-  fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} threads (alone it would allow {}); "
+  fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} threads{} (alone it would allow {}); "
              "{} binaries reused\n",
              totals.nvrtc_s, report.nvrtc_runs, totals.compile_threads,
+             report.compile_processes ? ", each with a compile process" : "",
              rate_text(totals.compile_limit_configs_per_s), report.binaries_reused);
 }
 
@@ -454,10 +455,11 @@ void print_compile_text(const SweepReport& report, const CompileSummaryContext& 
   fmt::print(
       "\ntotal: {} configs for {} ({} NVRTC runs, {} reused), {} compiled, {} failed, {} "
       "spilling\n"
-      "time: {:.2f} s wall on {} threads ({:.2f} s of compilation); {:.1f} configs/s\n"
+      "time: {:.2f} s wall on {} threads{} ({:.2f} s of compilation); {:.1f} configs/s\n"
       "binaries stored in {}\n",
       totals.configs, context.arch, report.nvrtc_runs, report.binaries_reused, totals.compiled, totals.failed,
-      totals.spilling, report.wall_s, report.compile_threads, totals.compile_seconds,
+      totals.spilling, report.wall_s, report.compile_threads,
+      report.compile_processes ? ", each with a compile process" : "", totals.compile_seconds,
       compile_rate(report, totals), context.database.string());
   if (report.shapes.size() > 1)
     fmt::print("{} shapes; {} binaries shared across shapes (compiled or loaded once)\n", report.shapes.size(),
@@ -496,6 +498,7 @@ void print_compile_json(const SweepReport& report, const CompileSummaryContext& 
                    {"shared_binaries", sweep_totals(report).shared_binaries},
                    {"database", context.database.string()},
                    {"threads", report.compile_threads},
+                   {"compile_processes", report.compile_processes},
                    {"compile_seconds", totals.compile_seconds},
                    {"wall_seconds", report.wall_s},
                    {"configs_per_second", compile_rate(report, totals)}};

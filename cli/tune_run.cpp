@@ -281,6 +281,7 @@ SweepOptions sweep_options(const TuneSettings& settings, TunePlan plan, const st
   sweep.given = std::move(plan.given);
   sweep.arch = arch;
   sweep.jobs = settings.jobs;
+  sweep.compile_in = settings.compile_in;
   sweep.strategy = settings.strategy;
   sweep.max_evals = settings.max_evals;
   sweep.time_budget = settings.time_budget;
@@ -510,7 +511,7 @@ void gpu_sweep(const SearchSpace& space, const TuneSettings& settings, TunePlan 
     throw InputError(fmt::format("--arch {} does not match the GPU ({}, {}); timing needs the GPU's "
                                  "architecture (use --compile-only to compile for another one)",
                                  arch, gpu.device->name, gpu.device->arch));
-  const CompileSettings compile{settings.database, arch, settings.jobs};
+  const CompileSettings compile{settings.database, arch, settings.jobs, settings.compile_in};
   if (gpu.workers) {
     std::string labels;
     for (std::size_t i = 0; i < gpu.workers->size(); ++i) labels += (i ? ", " : "") + gpu.workers->label(i);

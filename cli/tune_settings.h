@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tuner/compile_pool.h"
 #include "tuner/shard.h"
 #include "tuner/strategy.h"
 #include "tuner/time_budget.h"
@@ -41,6 +42,7 @@ struct TuneSettings {
   /// parameter; empty: one row per shape.
   std::string errors_by;
   unsigned jobs = 0;
+  CompileIn compile_in = CompileIn::processes;  // --compile-in
   std::optional<std::uint64_t> max_evals;
   std::optional<TimeBudget> time_budget;  // per shape
   bool warm_start = true;                 // --no-warm-start: false

@@ -1,10 +1,15 @@
 #include "tuner/compile_pool.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -177,6 +182,125 @@ TEST(CompilePool, DefaultsToOneThreadPerCore) {
   Compiler compiler;
   CompilePool pool(compiler);
   EXPECT_EQ(pool.threads(), std::max(1u, std::thread::hardware_concurrency()));
+}
+
+
+// ---- compile processes -------------------------------------------------------------
+
+WorkerOptions compile_worker() {
+  WorkerOptions options;
+  options.executable = std::filesystem::path(MLATUNE_BINARY_DIR) / "mlatune-worker";
+  return options;
+}
+
+// The compile processes this process started (children running mlatune-worker).
+std::vector<pid_t> compile_children() {
+  std::vector<pid_t> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...
+    const std::size_t close = line.rfind(')');
+    const std::size_t open = line.find('(');
+    if (close == std::string::npos || open == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent == ::getpid() && line.substr(open + 1, close - open - 1) == "mlatune-worker")
+      children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
+
+// Each thread's NVRTC runs in a worker process of its own: the same
+// binaries, resource reports and failures as in this process, byte for byte.
+TEST(CompilePool, ProcessesCompileWhatThreadsCompile) {
+  Compiler compiler;
+  CompilePool threads(compiler, 2);
+  CompilePool processes(compiler, 2, {}, CompileIn::processes, compile_worker());
+  ASSERT_EQ(processes.where(), CompileIn::processes);
+  EXPECT_EQ(threads.where(), CompileIn::threads);
+  for (int scale : {2, 3, 5}) {
+    const CompileResult& a = threads.submit(small_request(scale)).get();
+    const CompileResult& b = processes.submit(small_request(scale)).get();
+    ASSERT_TRUE(a.ok() && b.ok()) << b.log();
+    EXPECT_EQ(a.key(), b.key());
+    EXPECT_EQ(a.binary().cubin, b.binary().cubin);
+    EXPECT_EQ(a.binary().usage, b.binary().usage);
+    EXPECT_GT(b.binary().usage.registers, 0);
+    EXPECT_EQ(a.options(), b.options());
+    EXPECT_EQ(a.binary().entry, b.binary().entry);
+    EXPECT_EQ(a.binary().arch, b.binary().arch);
+    EXPECT_GT(b.compile_seconds(), 0.0);
+    EXPECT_GT(b.cpu_seconds(), 0.0);
+  }
+  CompileRequest broken = small_request(1);
+  broken.definitions.clear();
+  broken.config = "SCALE=<missing>";
+  const CompileResult& a = threads.submit(broken).get();
+  const CompileResult& b = processes.submit(broken).get();
+  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(a.failure().message, b.failure().message);
+  EXPECT_NE(b.log().find("SCALE must be defined"), std::string::npos) << b.log();
+  EXPECT_EQ(processes.stats().compiled, 4u);
+  EXPECT_GT(processes.stats().nvrtc_cpu_seconds, 0.0);
+  EXPECT_FALSE(compile_children().empty()) << "no compile process ran";
+}
+
+// A compile process killed between requests is replaced: the next request
+// still compiles.  One that dies on every request fails that request only,
+// as a value naming the config.
+TEST(CompilePool, ACompileProcessThatDiesIsReplacedOrFailsItsRequestOnly) {
+  Compiler compiler;
+  {
+    CompilePool pool(compiler, 1, {}, CompileIn::processes, compile_worker());
+    ASSERT_TRUE(pool.submit(small_request(2)).get().ok());
+    const std::vector<pid_t> children = compile_children();
+    ASSERT_EQ(children.size(), 1u);
+    ASSERT_EQ(::kill(children[0], SIGKILL), 0);
+    const CompileResult& after = pool.submit(small_request(3)).get();
+    EXPECT_TRUE(after.ok()) << after.log();
+    const std::vector<pid_t> now = compile_children();
+    ASSERT_EQ(now.size(), 1u);
+    EXPECT_NE(now[0], children[0]);
+  }
+  EXPECT_TRUE(compile_children().empty()) << "the pool left a compile process behind";
+
+  WorkerOptions dies;
+  dies.executable = "/bin/false";  // exits at once, reading nothing
+  CompilePool pool(compiler, 1, {}, CompileIn::processes, dies);
+  ASSERT_EQ(pool.where(), CompileIn::processes);
+  const CompileRequest request = small_request(4);
+  const CompileResult& failed = pool.submit(request).get();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.key(), compiler.key(request));
+  EXPECT_EQ(failed.options(), compiler.options(request));
+  EXPECT_NE(failed.failure().message.find("SCALE=4"), std::string::npos) << failed.failure().message;
+  EXPECT_NE(failed.log().find("the compile process ended"), std::string::npos) << failed.log();
+  // The pool goes on: another request gets its own answer.
+  EXPECT_FALSE(pool.submit(small_request(5)).get().ok());
+}
+
+// Without the worker program there, the pool compiles in its threads.
+TEST(CompilePool, WithoutTheWorkerProgramThePoolCompilesInThreads) {
+  Compiler compiler;
+  WorkerOptions missing;
+  missing.executable = std::filesystem::path(MLATUNE_BINARY_DIR) / "no-such-mlatune-worker";
+  CompilePool pool(compiler, 1, {}, CompileIn::processes, missing);
+  EXPECT_EQ(pool.where(), CompileIn::threads);
+  EXPECT_TRUE(pool.submit(small_request(6)).get().ok());
+}
+
+TEST(CompilePool, CompileInNames) {
+  EXPECT_EQ(parse_compile_in("processes"), CompileIn::processes);
+  EXPECT_EQ(parse_compile_in("threads"), CompileIn::threads);
+  EXPECT_FALSE(parse_compile_in("fibers"));
+  EXPECT_EQ(to_string(CompileIn::processes), "processes");
 }
 
 }  // namespace

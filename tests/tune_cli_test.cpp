@@ -106,7 +106,7 @@ TEST_F(TuneCliTest, CompileOnlyPrintsATablePerShapeAndTotals) {
   EXPECT_TRUE(has_line(r.out, "no valid config for N=16 (most restrictive constraint: THREADS <= N)")) << r.out;
   EXPECT_TRUE(has_line(r.out, "total: 4 configs for sm_90 (4 NVRTC runs, 0 reused), 2 compiled, 2 failed, 0 spilling"))
       << r.out;
-  EXPECT_TRUE(has(r.out, " s wall on 2 threads (")) << r.out;
+  EXPECT_TRUE(has(r.out, " s wall on 2 threads, each with a compile process (")) << r.out;
   EXPECT_TRUE(has_line(r.out, "binaries stored in " + db_.string())) << r.out;
   EXPECT_TRUE(has(r.err, "\nfirst compile failure at N=100:\ncompiling mini.cu (entry mini, config BROKEN=1,THREADS=32, "
                          "sm_90) failed: NVRTC_ERROR_COMPILATION\n"))

@@ -92,6 +92,25 @@ TEST(WorkerCodec, EveryRequestRoundTrips) {
   TestFaultRequest fault = round_trip_request(TestFaultRequest{"echo", sample_result()});
   EXPECT_EQ(fault.action, "echo");
   EXPECT_EQ(fault.result.reason, sample_result().reason);
+
+  CompileRequest compile;
+  compile.source = "extern \"C\" __global__ void k() {}\n";
+  compile.source_name = "k.cu";
+  compile.entry = "k";
+  compile.arch = "sm_90a";
+  compile.definitions = {{"A", "1"}, {"B", "x y"}};
+  compile.extra_options = {"--include-path=/x"};
+  compile.config = "A=1,B=x y";
+  compile.require_resource_report = false;
+  CompileRequest c = round_trip_request(CompileJobRequest{compile}).request;
+  EXPECT_EQ(c.source, compile.source);
+  EXPECT_EQ(c.source_name, "k.cu");
+  EXPECT_EQ(c.entry, "k");
+  EXPECT_EQ(c.arch, "sm_90a");
+  EXPECT_EQ(c.definitions, compile.definitions);
+  EXPECT_EQ(c.extra_options, compile.extra_options);
+  EXPECT_EQ(c.config, compile.config);
+  EXPECT_FALSE(c.require_resource_report);
 }
 
 TEST(WorkerCodec, EveryReplyRoundTrips) {
@@ -133,6 +152,45 @@ TEST(WorkerCodec, EveryReplyRoundTrips) {
   ResultReply no_kinds{sample_result()};
   no_kinds.result.validation->per_kind.clear();
   EXPECT_TRUE(round_trip_reply(no_kinds).result.validation->per_kind.empty());
+
+  CompiledBinary binary;
+  binary.key = BinaryKey{"0123456789abcdef0123456789abcdef"};
+  binary.cubin = std::string("\x7f" "ELF\0\xff\x01", 7);  // bytes, zeros included
+  binary.usage.registers = 168;
+  binary.usage.spill_load_bytes = 8;
+  binary.usage.shared_bytes = 49152;
+  binary.options = {"--gpu-architecture=sm_90", "-DA=1"};
+  binary.log = "ptxas info : Used 168 registers";
+  binary.compile_seconds = 1.5;
+  binary.cpu_seconds = 1.25;
+  binary.ptxas_seconds = 0.75;
+  binary.arch = "sm_90";
+  binary.entry = "k";
+  const CompileResult ok = round_trip_reply(CompiledReply{CompileResult(binary)}).result;
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok.binary().key, binary.key);
+  EXPECT_EQ(ok.binary().cubin, binary.cubin);
+  EXPECT_EQ(ok.binary().usage, binary.usage);
+  EXPECT_EQ(ok.binary().options, binary.options);
+  EXPECT_EQ(ok.binary().log, binary.log);
+  EXPECT_DOUBLE_EQ(ok.binary().compile_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(ok.binary().cpu_seconds, 1.25);
+  EXPECT_DOUBLE_EQ(ok.binary().ptxas_seconds, 0.75);
+  EXPECT_EQ(ok.binary().arch, "sm_90");
+  EXPECT_EQ(ok.binary().entry, "k");
+  CompileFailure failure;
+  failure.key = binary.key;
+  failure.log = "k.cu(1): error: x";
+  failure.options = binary.options;
+  failure.message = "compiling k.cu failed";
+  failure.compile_seconds = 0.5;
+  failure.cpu_seconds = 0.25;
+  const CompileResult failed = round_trip_reply(CompiledReply{CompileResult(failure)}).result;
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.failure().message, failure.message);
+  EXPECT_EQ(failed.log(), failure.log);
+  EXPECT_EQ(failed.options(), failure.options);
+  EXPECT_DOUBLE_EQ(failed.cpu_seconds(), 0.25);
 
   TimingsReply timings = round_trip_reply(TimingsReply{{sample_result().timing, std::nullopt}});
   ASSERT_EQ(timings.timings.size(), 2u);

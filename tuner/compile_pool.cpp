@@ -1,6 +1,8 @@
 #include "tuner/compile_pool.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -20,6 +22,8 @@ struct CompilePool::State {
 
   const Compiler& compiler;
   BinaryCacheHooks hooks;
+  CompileIn where;
+  WorkerOptions helper_options;
 
   mutable std::mutex mutex;
   std::condition_variable wake;
@@ -31,9 +35,14 @@ struct CompilePool::State {
   bool stopping = false;
   std::vector<std::thread> workers;
 
-  State(const Compiler& c, BinaryCacheHooks h) : compiler(c), hooks(std::move(h)) {}
+  State(const Compiler& c, BinaryCacheHooks h, CompileIn w, WorkerOptions o)
+      : compiler(c), hooks(std::move(h)), where(w), helper_options(std::move(o)) {}
 
   void work() {
+    // This thread's compile process (tied to this thread's life: lifeline.h),
+    // started by its first request.
+    std::optional<Worker> helper;
+    if (where == CompileIn::processes) helper.emplace(helper_options);
     for (;;) {
       Job job;
       {
@@ -43,7 +52,7 @@ struct CompilePool::State {
         job = std::move(queue.front());
         queue.pop_front();
       }
-      run(job);
+      run(job, helper ? &*helper : nullptr);
     }
   }
 
@@ -62,7 +71,7 @@ struct CompilePool::State {
     return hook();
   }
 
-  void run(Job& job) {
+  void run(Job& job, Worker* helper) {
     try {
       if (hooks.lookup) {
         if (std::optional<CompiledBinary> found = timed_hook([&] { return hooks.lookup(job.key); })) {
@@ -78,7 +87,7 @@ struct CompilePool::State {
         std::lock_guard lock(mutex);
         ++stats.compiled;
       }
-      CompileResult result = compiler.compile(job.request);
+      CompileResult result = helper ? helper->compile(job.request, compiler) : compiler.compile(job.request);
       {
         std::lock_guard lock(mutex);
         stats.nvrtc_seconds += result.compile_seconds();
@@ -98,8 +107,26 @@ struct CompilePool::State {
   }
 };
 
-CompilePool::CompilePool(const Compiler& compiler, unsigned threads, BinaryCacheHooks hooks)
-    : state_(std::make_unique<State>(compiler, std::move(hooks))) {
+std::string_view to_string(CompileIn where) {
+  return where == CompileIn::processes ? "processes" : "threads";
+}
+
+std::optional<CompileIn> parse_compile_in(std::string_view text) {
+  for (CompileIn where : {CompileIn::threads, CompileIn::processes})
+    if (to_string(where) == text) return where;
+  return std::nullopt;
+}
+
+CompilePool::CompilePool(const Compiler& compiler, unsigned threads, BinaryCacheHooks hooks, CompileIn where,
+                         WorkerOptions helper)
+    : state_(std::make_unique<State>(compiler, std::move(hooks), where, std::move(helper))) {
+  if (state_->where == CompileIn::processes && state_->helper_options.executable.empty()) {
+    const char* env = std::getenv("MLATUNE_COMPILE_WORKER");
+    state_->helper_options.executable = env && *env ? std::filesystem::path(env) : worker_beside_this_program();
+  }
+  std::error_code ec;
+  if (state_->where == CompileIn::processes && !std::filesystem::exists(state_->helper_options.executable, ec))
+    state_->where = CompileIn::threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   state_->workers.reserve(threads);
   try {
@@ -144,6 +171,8 @@ std::shared_future<CompileResult> CompilePool::submit(CompileRequest request) {
   state_->wake.notify_one();
   return future;
 }
+
+CompileIn CompilePool::where() const { return state_->where; }
 
 unsigned CompilePool::threads() const { return static_cast<unsigned>(state_->workers.size()); }
 

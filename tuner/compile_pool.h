@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "core/compiler.h"
+#include "tuner/worker/client.h"
 
 namespace mlatune {
 
@@ -40,12 +41,33 @@ struct CompilePoolStats {
   double cache_seconds = 0;
 };
 
+/// Where the pool runs NVRTC.
+enum class CompileIn {
+  /// On the pool's threads, in this process.
+  threads,
+  /// Each pool thread hands its requests to a worker process of its own
+  /// (Worker::compile; no GPU, no CUDA context), started on its first
+  /// request.  NVRTC's compilations in one process wait for one another: on
+  /// the H200 host's 16 cores, 16 threads spent 2.7x their CPU time per
+  /// flagship config at S0 (1.8x at S2), four processes of four threads
+  /// 1.5x (1.2x).  A compiler that crashes then fails its config only.
+  processes,
+};
+std::string_view to_string(CompileIn where);
+std::optional<CompileIn> parse_compile_in(std::string_view text);
+
 /// The pool.  Thread-safe: submit() may be called from any thread.  The
 /// compiler and the hooks must outlive the pool.
 class CompilePool {
  public:
   /// `threads` == 0 means one per core (std::thread::hardware_concurrency()).
-  explicit CompilePool(const Compiler& compiler, unsigned threads = 0, BinaryCacheHooks hooks = {});
+  /// With CompileIn::processes, `helper` says which worker program to start;
+  /// without an executable there, $MLATUNE_COMPILE_WORKER, else the
+  /// mlatune-worker beside the running program (not $MLATUNE_WORKER, which
+  /// may name a stand-in for the GPU worker).  When that program does not
+  /// exist, the pool compiles in threads (where() says so).
+  explicit CompilePool(const Compiler& compiler, unsigned threads = 0, BinaryCacheHooks hooks = {},
+                       CompileIn where = CompileIn::threads, WorkerOptions helper = {});
   /// Finishes the compilations already running; requests still queued get an
   /// EnvironmentError ("compile pool shut down") in their futures.
   ~CompilePool();
@@ -57,6 +79,7 @@ class CompilePool {
   std::shared_future<CompileResult> submit(CompileRequest request);
 
   unsigned threads() const;
+  CompileIn where() const;
   CompilePoolStats stats() const;
 
  private:

@@ -49,9 +49,10 @@ class CompileStage {
       : space_(space),
         arch_(settings.arch),
         binary_cache_(settings.database, space.kernel_name(), space.template_hash()),
-        pool_(compiler_, settings.jobs, binary_cache_.hooks()) {}
+        pool_(compiler_, settings.jobs, binary_cache_.hooks(), settings.compile_in) {}
 
   unsigned threads() const { return pool_.threads(); }
+  bool in_processes() const { return pool_.where() == CompileIn::processes; }
 
   std::shared_future<CompileResult> submit(const Config& config, const Shape& shape) {
     queue_.push_back({config, pool_.submit(compile_request(space_, config, shape, arch_))});
@@ -143,6 +144,7 @@ class GpuSource final : public MeasurementSource {
   }
 
   unsigned compile_threads() const override { return compile_.threads(); }
+  bool compiles_in_processes() const override { return compile_.in_processes(); }
   // Enough candidates compiling that no GPU waits for the compiler when it
   // could be busy.  It does not depend on the number of GPUs up to
   // max(2, threads), so that an adaptive strategy proposes the same
@@ -332,6 +334,7 @@ class CompileOnlySource final : public MeasurementSource {
       : space_(space), compile_(space, compile) {}
 
   unsigned compile_threads() const override { return compile_.threads(); }
+  bool compiles_in_processes() const override { return compile_.in_processes(); }
   // Nothing waits on a GPU: queue every candidate so the pool never idles.
   std::size_t lookahead() const override { return std::numeric_limits<std::size_t>::max(); }
   std::optional<std::string> origin() const override { return std::nullopt; }

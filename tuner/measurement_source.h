@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/space.h"
+#include "tuner/compile_pool.h"
 #include "tuner/sweep_report.h"
 #include "tuner/timing.h"
 
@@ -39,6 +40,8 @@ class MeasurementSource {
 
   /// Compile threads behind this source; 0 when it compiles nothing.
   virtual unsigned compile_threads() const = 0;
+  /// Whether those threads hand their work to compile processes (CompileIn).
+  virtual bool compiles_in_processes() const { return false; }
   /// How many candidates may be prepared ahead of the one being measured,
   /// so that work on them (compilation) overlaps the measurement; adaptive
   /// strategies see results with at most this lag.
@@ -77,6 +80,7 @@ struct CompileSettings {
   std::filesystem::path database;  // binaries are cached here
   std::string arch;                // "sm_90"
   unsigned jobs = 0;               // compile threads; 0: one per core
+  CompileIn compile_in = CompileIn::threads;  // where NVRTC runs (CompilePool)
 };
 
 /// Compiles through a pool and measures in the workers of `workers` (one

@@ -352,6 +352,7 @@ SweepReport sweep_all(const SearchSpace& space, MeasurementSource& source, Journ
   SweepReport report;
   report.run_id = journal.run_id();
   report.compile_threads = source.compile_threads();
+  report.compile_processes = source.compiles_in_processes();
   Sweep sweep(space, source, journal, options, seed, plan);
   try {
     for (std::size_t i = 0; i < options.shapes.size() && !report.interrupted; ++i) {
@@ -402,7 +403,7 @@ SweepReport run_sweep(const SearchSpace& space, const std::filesystem::path& spa
   check_cutoff(options);  // before a source touches the database
   std::unique_ptr<MeasurementSource> source =
       options.replay ? replayed_measurements(*options.replay, options.replay_source)
-                     : gpu_measurements(space, space_file, {database, options.arch, options.jobs},
+                     : gpu_measurements(space, space_file, {database, options.arch, options.jobs, options.compile_in},
                                         options.timing, *worker);
   return run_sweep(space, space_file, database, *source, device, options);
 }
@@ -414,7 +415,7 @@ SweepReport run_compile_sweep(const SearchSpace& space, const std::filesystem::p
   // Every config in enumeration order, or with --max-evals a uniform random
   // subset; both strategies draw lazily, so memory stays bounded.
   every_config.strategy = parse_strategy_kind(options.max_evals ? "random" : "brute_force");
-  std::unique_ptr<MeasurementSource> source = compiled_only(space, {database, options.arch, options.jobs});
+  std::unique_ptr<MeasurementSource> source = compiled_only(space, {database, options.arch, options.jobs, options.compile_in});
   std::unique_ptr<Journal> journal = no_journal();
   return sweep_all(space, *source, *journal, every_config, 0, Plan{.default_first = false}, start);
 }

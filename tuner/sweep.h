@@ -34,6 +34,7 @@ struct SweepOptions {
   std::vector<Shape> shapes;
   std::string arch;                         // compile target: the GPU's architecture
   unsigned jobs = 0;                        // compile threads; 0 = one per core
+  CompileIn compile_in = CompileIn::threads;  // where NVRTC runs (CompilePool)
   /// Default: the registry's first, auto (resolved per shape: ShapeReport::strategy).
   StrategyKind strategy;
   std::optional<std::uint64_t> max_evals;   // per shape; unset = every valid config

@@ -125,6 +125,7 @@ struct SweepReport {
   std::uint64_t nvrtc_runs = 0;
   std::uint64_t binaries_reused = 0;  // from memory or the database
   unsigned compile_threads = 0;
+  bool compile_processes = false;  // each compile thread ran NVRTC in a process of its own
   int worker_replacements = 0;  // summed over `workers`
   /// The GPU workers, in the order of their GPUs; empty when nothing ran on
   /// a GPU (replayed or compiled only).

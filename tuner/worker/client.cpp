@@ -42,11 +42,19 @@ std::string exit_text(int status) {
 
 std::filesystem::path default_worker_executable() {
   if (const char* env = std::getenv("MLATUNE_WORKER"); env && *env) return env;
+  return worker_beside_this_program();
+}
+
+}  // namespace
+
+std::filesystem::path worker_beside_this_program() {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) throw EnvironmentError("cannot locate the running executable: " + ec.message());
   return self.parent_path() / "mlatune-worker";
 }
+
+namespace {
 
 /// Owner of a file descriptor.
 class FileDescriptor {
@@ -302,14 +310,34 @@ Reply Worker::exchange_or_throw(const Request& request, double step_timeout_s, s
   std::optional<Reply> reply = exchange(request, step_timeout_s, failure);
   if (!reply)
     throw EnvironmentError(fmt::format("{}: {} ({})", what, failure.reason, to_string(failure.outcome)));
-  if (const auto* error = std::get_if<ErrorReply>(&*reply)) {
-    if (error->exiting) retire(true);
-    if (error->kind == ErrorReply::Kind::input) throw InputError(error->message);
-    if (error->kind == ErrorReply::Kind::internal)
-      throw InternalError(fmt::format("{}: {}", what, error->message));
-    throw EnvironmentError(fmt::format("{}: {}", what, error->message));
-  }
+  if (const auto* error = std::get_if<ErrorReply>(&*reply)) throw_error(*error, what);
   return std::move(*reply);
+}
+
+void Worker::throw_error(const ErrorReply& error, std::string_view what) {
+  if (error.exiting) retire(true);
+  if (error.kind == ErrorReply::Kind::input) throw InputError(error.message);
+  if (error.kind == ErrorReply::Kind::internal) throw InternalError(fmt::format("{}: {}", what, error.message));
+  throw EnvironmentError(fmt::format("{}: {}", what, error.message));
+}
+
+CompileResult Worker::compile(const CompileRequest& request, const Compiler& compiler) {
+  Failure failure{};
+  std::optional<Reply> reply = exchange(CompileJobRequest{request}, options_.compile_timeout_s, failure);
+  // A process that died while idle (or on this request) gets one more try
+  // in a fresh process; a config that kills NVRTC kills that one too.
+  if (!reply) reply = exchange(CompileJobRequest{request}, options_.compile_timeout_s, failure);
+  if (!reply) {
+    CompileFailure f;
+    f.key = compiler.key(request);
+    f.options = compiler.options(request);
+    f.log = fmt::format("the compile process ended while compiling: {} ({})", failure.reason,
+                        to_string(failure.outcome));
+    f.message = fmt::format("{} for {}, config {}: {}", request.source_name, request.arch, request.config, f.log);
+    return CompileResult(std::move(f));
+  }
+  if (const auto* error = std::get_if<ErrorReply>(&*reply)) throw_error(*error, "compiling " + request.config);
+  return expect<CompiledReply>(std::move(*reply), "compiling").result;
 }
 
 EvaluationResult Worker::result_of(std::optional<Reply> reply, const Failure& failure,

@@ -33,6 +33,9 @@ struct WorkerOptions {
   double timeout_reference_multiple = 50.0;
   /// Setting up a workload (compiling and running the reference) may take this long.
   double setup_timeout_s = 600.0;
+  /// One compilation (compile()) may take this long; the slowest config
+  /// seen took about 25 s in ptxas, so only a hung NVRTC meets it.
+  double compile_timeout_s = 600.0;
   /// Lets the worker honour test_fault requests (tests of this file only).
   bool allow_test_faults = false;
   /// "NAME=value" entries set in the worker's environment only, replacing
@@ -41,6 +44,10 @@ struct WorkerOptions {
   /// device 0, and the tuner's own environment stays as it was.
   std::vector<std::string> environment;
 };
+
+/// mlatune-worker in the directory of the running program (/proc/self/exe);
+/// EnvironmentError when that cannot be read.
+std::filesystem::path worker_beside_this_program();
 
 /// What the worker should set up: a space file, a shape, inputs and timing.
 struct WorkloadRequest {
@@ -75,6 +82,12 @@ class Worker {
   /// of a sweep).  Throws EnvironmentError if the worker fails meanwhile.
   std::vector<std::optional<TimingStats>> retime(const std::vector<Candidate>& candidates,
                                                  int rounds);
+  /// Compiles `request` with NVRTC in the worker process, which makes no
+  /// CUDA context for it (needs no GPU, nor a workload).  A process that
+  /// dies or hangs gets one more try in a fresh process; dying again gives a
+  /// CompileFailure of this request (key and options from `compiler`);
+  /// a failing NVRTC call throws EnvironmentError, as Compiler::compile does.
+  CompileResult compile(const CompileRequest& request, const Compiler& compiler);
   /// How many workers were started to replace one that crashed or hung.
   int replacements() const { return replacements_; }
   /// Asks the running worker process (if any) to quit, and kills it if it
@@ -99,6 +112,7 @@ class Worker {
   };
   std::optional<Reply> exchange(const Request& request, double step_timeout_s, Failure& failure);
   Reply exchange_or_throw(const Request& request, double step_timeout_s, std::string_view what);
+  [[noreturn]] void throw_error(const ErrorReply& error, std::string_view what);
   EvaluationResult result_of(std::optional<Reply> reply, const Failure& failure, std::string_view what);
   void ensure_running();
   void spawn();

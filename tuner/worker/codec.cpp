@@ -32,6 +32,8 @@ json message(const SetWorkloadRequest& r) {
           {"first_launch_cut", r.timing.first_launch_cut}};
 }
 
+json message(const CompileJobRequest& r) { return {{"type", "compile"}, {"request", encode(r.request)}}; }
+
 json message(const EvaluateRequest& r) {
   json j = {{"type", "evaluate"}, {"candidate", encode(r.candidate)}};
   if (r.cutoff) j["cutoff"] = encode(*r.cutoff);
@@ -81,6 +83,7 @@ Request request_from(const json& j) {
     return r;
   }
   if (type == "test_fault") return TestFaultRequest{text(j, "action"), decode_result(j.at("result"))};
+  if (type == "compile") return CompileJobRequest{decode_compile_request(j.at("request"))};
   malformed(fmt::format("unknown request '{}'", type));
 }
 
@@ -89,6 +92,7 @@ Request request_from(const json& j) {
 json message(const ProgressReply&) { return {{"type", "progress"}}; }
 json message(const ByeReply&) { return {{"type", "bye"}}; }
 json message(const ResultReply& r) { return {{"type", "result"}, {"result", encode(r.result)}}; }
+json message(const CompiledReply& r) { return {{"type", "compiled"}, {"result", encode(r.result)}}; }
 
 json message(const DeviceReport& r) {
   json j = {{"type", "probe"}, {"usable", r.usable}, {"reason", r.reason}, {"device_count", r.device_count}};
@@ -168,6 +172,7 @@ Reply reply_from(const json& j) {
     return r;
   }
   if (type == "error") return decode_error(j);
+  if (type == "compiled") return CompiledReply{decode_compile_result(j.at("result"))};
   malformed(fmt::format("unknown reply '{}'", type));
 }
 

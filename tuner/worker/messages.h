@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/compiler.h"
 #include "core/cuda.h"
 #include "tuner/evaluator.h"
 #include "tuner/timing.h"
@@ -71,8 +72,15 @@ struct TestFaultRequest {
 /// Leave: answered by ByeReply, then the worker exits 0.
 struct QuitRequest {};
 
+/// Compile one request with NVRTC (no GPU needed, no CUDA context made):
+/// a worker that only compiles is how the tuner's compile pool keeps each
+/// NVRTC run in a process of its own (CompilePool, CompileIn::processes).
+struct CompileJobRequest {
+  CompileRequest request;
+};
+
 using Request = std::variant<ProbeRequest, SetWorkloadRequest, EvaluateRequest, RetimeRequest,
-                             TestFaultRequest, QuitRequest>;
+                             TestFaultRequest, QuitRequest, CompileJobRequest>;
 
 // ---- replies (worker -> tuner) -----------------------------------------------
 
@@ -100,7 +108,12 @@ struct ErrorReply {
 
 struct ByeReply {};
 
+/// What a CompileJobRequest gave: a binary or the compiler's failure.
+struct CompiledReply {
+  CompileResult result;
+};
+
 using Reply = std::variant<ProgressReply, DeviceReport, WorkloadInfo, ResultReply, TimingsReply,
-                           ErrorReply, ByeReply>;
+                           ErrorReply, ByeReply, CompiledReply>;
 
 }  // namespace mlatune

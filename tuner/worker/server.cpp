@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/compiler.h"
 #include "core/cuda.h"
 #include "core/space.h"
 #include "tuner/evaluator.h"
@@ -26,6 +27,7 @@ struct Session {
   std::unique_ptr<Workload> workload;
   std::unique_ptr<Evaluator> evaluator;
   bool test_faults = false;
+  std::optional<Compiler> compiler;  // made on the first compile request
 };
 
 /// A reply, and whether the worker leaves after sending it.
@@ -104,6 +106,12 @@ Answer handle(Session& session, const TestFaultRequest& request) {
 }
 
 Answer handle(Session&, const QuitRequest&) { return {ByeReply{}}; }
+
+// NVRTC only: no CUDA context is made, so a compile-only worker needs no GPU.
+Answer handle(Session& session, const CompileJobRequest& request) {
+  if (!session.compiler) session.compiler.emplace();
+  return {CompiledReply{session.compiler->compile(request.request)}};
+}
 
 ErrorReply error_reply(ErrorReply::Kind kind, std::string message) {
   return ErrorReply{kind, std::move(message), false};

@@ -224,4 +224,122 @@ DeviceProperties decode_device(const json& j) {
   }
   return d;
 }
+
+// ---- compilation ------------------------------------------------------------------
+
+namespace {
+
+json bytes_of(const std::string& text) {
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(text.data());
+  return json::binary(std::vector<std::uint8_t>(bytes, bytes + text.size()));
+}
+
+std::string text_of_bytes(const json& object, const char* key) {
+  const json& value = object.at(key);
+  if (!value.is_binary()) malformed(fmt::format("{} is not a byte string", key));
+  const auto& binary = value.get_binary();
+  return std::string(reinterpret_cast<const char*>(binary.data()), binary.size());
+}
+
+std::vector<std::string> texts(const json& object, const char* key) {
+  std::vector<std::string> out;
+  for (const json& item : array(object, key)) {
+    if (!item.is_string()) malformed(fmt::format("an entry of {} is not a string", key));
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+json encode(const ResourceUsage& u) {
+  return {{"registers", u.registers},           {"barriers", u.barriers},
+          {"shared_bytes", u.shared_bytes},     {"constant_bytes", u.constant_bytes},
+          {"stack_frame_bytes", u.stack_frame_bytes}, {"spill_store_bytes", u.spill_store_bytes},
+          {"spill_load_bytes", u.spill_load_bytes}};
+}
+
+ResourceUsage decode_usage(const json& j) {
+  ResourceUsage u;
+  u.registers = integer<int>(j, "registers");
+  u.barriers = integer<int>(j, "barriers");
+  u.shared_bytes = integer<std::int64_t>(j, "shared_bytes");
+  u.constant_bytes = integer<std::int64_t>(j, "constant_bytes");
+  u.stack_frame_bytes = integer<std::int64_t>(j, "stack_frame_bytes");
+  u.spill_store_bytes = integer<std::int64_t>(j, "spill_store_bytes");
+  u.spill_load_bytes = integer<std::int64_t>(j, "spill_load_bytes");
+  return u;
+}
+
+}  // namespace
+
+json encode(const CompileRequest& r) {
+  json definitions = json::array();
+  for (const auto& [name, value] : r.definitions) definitions.push_back({name, value});
+  return {{"source", r.source},   {"source_name", r.source_name},       {"entry", r.entry},
+          {"arch", r.arch},       {"definitions", std::move(definitions)}, {"extra_options", r.extra_options},
+          {"config", r.config},   {"require_resource_report", r.require_resource_report}};
+}
+
+CompileRequest decode_compile_request(const json& j) {
+  CompileRequest r;
+  r.source = text(j, "source");
+  r.source_name = text(j, "source_name");
+  r.entry = text(j, "entry");
+  r.arch = text(j, "arch");
+  for (const json& d : array(j, "definitions")) {
+    if (!d.is_array() || d.size() != 2 || !d[0].is_string() || !d[1].is_string())
+      malformed("a definition is not a pair of strings");
+    r.definitions.emplace_back(d[0].get<std::string>(), d[1].get<std::string>());
+  }
+  r.extra_options = texts(j, "extra_options");
+  r.config = text(j, "config");
+  r.require_resource_report = flag(j, "require_resource_report");
+  return r;
+}
+
+json encode(const CompileResult& r) {
+  json j = {{"ok", r.ok()},
+            {"key", r.key().hash},
+            {"options", r.options()},
+            {"log", r.log()},
+            {"compile_seconds", r.compile_seconds()},
+            {"cpu_seconds", r.cpu_seconds()}};
+  if (r.ok()) {
+    const CompiledBinary& b = r.binary();
+    j["cubin"] = bytes_of(b.cubin);
+    j["usage"] = encode(b.usage);
+    j["ptxas_seconds"] = b.ptxas_seconds;
+    j["arch"] = b.arch;
+    j["entry"] = b.entry;
+  } else {
+    j["message"] = r.failure().message;
+  }
+  return j;
+}
+
+CompileResult decode_compile_result(const json& j) {
+  const BinaryKey key{text(j, "key")};
+  if (flag(j, "ok")) {
+    CompiledBinary b;
+    b.key = key;
+    b.cubin = text_of_bytes(j, "cubin");
+    b.usage = decode_usage(j.at("usage"));
+    b.options = texts(j, "options");
+    b.log = text(j, "log");
+    b.compile_seconds = number(j, "compile_seconds");
+    b.cpu_seconds = number(j, "cpu_seconds");
+    b.ptxas_seconds = number(j, "ptxas_seconds");
+    b.arch = text(j, "arch");
+    b.entry = text(j, "entry");
+    return CompileResult(std::move(b));
+  }
+  CompileFailure f;
+  f.key = key;
+  f.log = text(j, "log");
+  f.options = texts(j, "options");
+  f.message = text(j, "message");
+  f.compile_seconds = number(j, "compile_seconds");
+  f.cpu_seconds = number(j, "cpu_seconds");
+  return CompileResult(std::move(f));
+}
+
 }  // namespace mlatune::wire

@@ -33,6 +33,10 @@ TimingStats decode_timing(const json&);
 Candidate decode_candidate(const json&);
 DeviceProperties decode_device(const json&);
 Cutoff decode_cutoff(const json&);
+json encode(const CompileRequest&);
+json encode(const CompileResult&);
+CompileRequest decode_compile_request(const json&);
+CompileResult decode_compile_result(const json&);
 
 // ---- field readers: the wrong JSON type or range is MalformedMessage ----------
 
