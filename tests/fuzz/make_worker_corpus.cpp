@@ -67,6 +67,42 @@ mlatune::DeviceProperties device() {
   return d;
 }
 
+mlatune::CompileRequest compile_request() {
+  mlatune::CompileRequest r;
+  r.source = "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] *= SCALE; }\n";
+  r.source_name = "k.cu";
+  r.entry = "k";
+  r.arch = "sm_90";
+  r.definitions = {{"SCALE", "2"}, {"SHAPE_N", "4096"}};
+  r.extra_options = {"--include-path=/x"};
+  r.config = "SCALE=2";
+  return r;
+}
+
+mlatune::CompiledBinary binary() {
+  mlatune::CompiledBinary b;
+  b.key = mlatune::BinaryKey{"0123456789abcdef0123456789abcdef"};
+  b.cubin = std::string("\x7f" "ELF\x02\x01\x01", 7);
+  b.usage.registers = 40;
+  b.usage.shared_bytes = 1024;
+  b.options = {"--gpu-architecture=sm_90", "-DSCALE=2"};
+  b.log = "ptxas info    : Used 40 registers";
+  b.compile_seconds = 0.2;
+  b.cpu_seconds = 0.19;
+  b.arch = "sm_90";
+  b.entry = "k";
+  return b;
+}
+
+mlatune::CompileFailure failure() {
+  mlatune::CompileFailure f;
+  f.key = mlatune::BinaryKey{"fedcba9876543210fedcba9876543210"};
+  f.log = "k.cu(1): error: identifier \"SCALE\" is undefined";
+  f.options = {"--gpu-architecture=sm_90"};
+  f.message = "compiling k.cu failed";
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,6 +130,9 @@ int main(int argc, char** argv) {
       {"retime", encode_request(mlatune::RetimeRequest{{candidate(false)}, 3})},
       {"timings", encode_reply(mlatune::TimingsReply{{timing(), std::nullopt}})},
       {"error", encode_reply(mlatune::ErrorReply{mlatune::ErrorReply::Kind::input, "bad shape", false})},
+      {"compile", encode_request(mlatune::CompileJobRequest{compile_request()})},
+      {"compiled", encode_reply(mlatune::CompiledReply{mlatune::CompileResult(binary())})},
+      {"compile_failed", encode_reply(mlatune::CompiledReply{mlatune::CompileResult(failure())})},
   };
   std::string stream;
   for (const auto& [name, message] : messages) {
