@@ -17,7 +17,7 @@ cd "$work"
 mlatune="$build_dir/mlatune"
 tool="$source_dir/scripts/sweep-fixture"
 space="$source_dir/search_spaces/fused_mla_attention.yaml"
-fixture="$source_dir/tests/data/h200_sweeps_2026-12-03.csv.gz"
+fixture="$source_dir/tests/data/h200_sweeps_2026-12.csv.gz"
 shape=B=2,T=32,H=4,D=16,R=24
 fail() { echo "sweep_fixture_check: $*" >&2; exit 1; }
 

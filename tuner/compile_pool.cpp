@@ -1,10 +1,10 @@
 #include "tuner/compile_pool.h"
 
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -122,10 +122,15 @@ CompilePool::CompilePool(const Compiler& compiler, unsigned threads, BinaryCache
     : state_(std::make_unique<State>(compiler, std::move(hooks), where, std::move(helper))) {
   if (state_->where == CompileIn::processes && state_->helper_options.executable.empty()) {
     const char* env = std::getenv("MLATUNE_COMPILE_WORKER");
-    state_->helper_options.executable = env && *env ? std::filesystem::path(env) : worker_beside_this_program();
+    try {
+      state_->helper_options.executable = env && *env ? std::filesystem::path(env) : worker_beside_this_program();
+    } catch (const EnvironmentError&) {
+      // No /proc/self/exe to look beside: no compile program to find.
+    }
   }
   std::error_code ec;
-  if (state_->where == CompileIn::processes && !std::filesystem::exists(state_->helper_options.executable, ec))
+  if (state_->where == CompileIn::processes && (state_->helper_options.executable.empty() ||
+                                                !std::filesystem::exists(state_->helper_options.executable, ec)))
     state_->where = CompileIn::threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   state_->workers.reserve(threads);

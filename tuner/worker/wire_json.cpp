@@ -43,6 +43,19 @@ CacheMode cache_mode(const json& object, const char* key) {
 
 namespace {
 
+/// Bytes (a cubin) as a CBOR byte string, and back.
+json bytes_of(const std::string& text) {
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(text.data());
+  return json::binary(std::vector<std::uint8_t>(bytes, bytes + text.size()));
+}
+
+std::string text_of_bytes(const json& object, const char* key) {
+  const json& value = object.at(key);
+  if (!value.is_binary()) malformed(fmt::format("{} is not a byte string", key));
+  const auto& binary = value.get_binary();
+  return std::string(reinterpret_cast<const char*>(binary.data()), binary.size());
+}
+
 void encode_geometry(json& j, const LaunchGeometry& g) {
   j["grid"] = {g.grid[0], g.grid[1], g.grid[2]};
   j["block"] = {g.block[0], g.block[1], g.block[2]};
@@ -153,10 +166,7 @@ EvaluationResult decode_result(const json& j) {
 }
 
 json encode(const Candidate& c) {
-  const auto* bytes = reinterpret_cast<const std::uint8_t*>(c.cubin.data());
-  json j = {{"label", c.label},
-            {"cubin", json::binary(std::vector<std::uint8_t>(bytes, bytes + c.cubin.size()))},
-            {"entry", c.entry}};
+  json j = {{"label", c.label}, {"cubin", bytes_of(c.cubin)}, {"entry", c.entry}};
   encode_geometry(j, c.geometry);
   // Absent for a config without a prologue: such candidates travel as before.
   if (c.prologue) {
@@ -171,10 +181,7 @@ json encode(const Candidate& c) {
 Candidate decode_candidate(const json& j) {
   Candidate c;
   c.label = text(j, "label");
-  const json& cubin = j.at("cubin");
-  if (!cubin.is_binary()) malformed("cubin is not a byte string");
-  const auto& binary = cubin.get_binary();
-  c.cubin.assign(reinterpret_cast<const char*>(binary.data()), binary.size());
+  c.cubin = text_of_bytes(j, "cubin");
   c.entry = text(j, "entry");
   c.geometry = decode_geometry(j);
   if (j.contains("prologue")) {
@@ -228,18 +235,6 @@ DeviceProperties decode_device(const json& j) {
 // ---- compilation ------------------------------------------------------------------
 
 namespace {
-
-json bytes_of(const std::string& text) {
-  const auto* bytes = reinterpret_cast<const std::uint8_t*>(text.data());
-  return json::binary(std::vector<std::uint8_t>(bytes, bytes + text.size()));
-}
-
-std::string text_of_bytes(const json& object, const char* key) {
-  const json& value = object.at(key);
-  if (!value.is_binary()) malformed(fmt::format("{} is not a byte string", key));
-  const auto& binary = value.get_binary();
-  return std::string(reinterpret_cast<const char*>(binary.data()), binary.size());
-}
 
 std::vector<std::string> texts(const json& object, const char* key) {
   std::vector<std::string> out;
