@@ -82,6 +82,11 @@ std::string rate_text(const std::optional<double>& rate) {
   return rate ? fmt::format("{:.1f} configs/s", *rate) : std::string("- configs/s");
 }
 
+/// "16 threads", and how they compiled: both summaries say it alike.
+std::string compile_threads_text(unsigned threads, const SweepReport& report) {
+  return fmt::format("{} threads{}", threads, report.compile_processes ? ", each with a compile process" : "");
+}
+
 double configs_per_second(const ShapeReport& s) {
   return s.wall_s > 0 ? static_cast<double>(s.results.size()) / s.wall_s : 0.0;
 }
@@ -419,10 +424,9 @@ void print_sweep_text(const SweepReport& report, const SweepSummary& summary) {
                totals.evaluated, summary.database.string());
   if (summary.replayed) return;
   print_worker_lines(totals);
-  fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} threads{} (alone it would allow {}); "
+  fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} (alone it would allow {}); "
              "{} binaries reused\n",
-             totals.nvrtc_s, report.nvrtc_runs, totals.compile_threads,
-             report.compile_processes ? ", each with a compile process" : "",
+             totals.nvrtc_s, report.nvrtc_runs, compile_threads_text(totals.compile_threads, report),
              rate_text(totals.compile_limit_configs_per_s), report.binaries_reused);
 }
 
@@ -455,11 +459,10 @@ void print_compile_text(const SweepReport& report, const CompileSummaryContext& 
   fmt::print(
       "\ntotal: {} configs for {} ({} NVRTC runs, {} reused), {} compiled, {} failed, {} "
       "spilling\n"
-      "time: {:.2f} s wall on {} threads{} ({:.2f} s of compilation); {:.1f} configs/s\n"
+      "time: {:.2f} s wall on {} ({:.2f} s of compilation); {:.1f} configs/s\n"
       "binaries stored in {}\n",
       totals.configs, context.arch, report.nvrtc_runs, report.binaries_reused, totals.compiled, totals.failed,
-      totals.spilling, report.wall_s, report.compile_threads,
-      report.compile_processes ? ", each with a compile process" : "", totals.compile_seconds,
+      totals.spilling, report.wall_s, compile_threads_text(report.compile_threads, report), totals.compile_seconds,
       compile_rate(report, totals), context.database.string());
   if (report.shapes.size() > 1)
     fmt::print("{} shapes; {} binaries shared across shapes (compiled or loaded once)\n", report.shapes.size(),
