@@ -65,9 +65,14 @@
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
     !defined(SHAPE_BUCKETS) || !defined(SHAPE_BUCKETS_bucketed) || !defined(EXPAND_GEMM) || \
-    !defined(EXPAND_GEMM_mma_sync) || !defined(EXPAND_GEMM_wgmma_m128) || !defined(EXPAND_GEMM_fma)
+    !defined(EXPAND_GEMM_mma_sync) || !defined(EXPAND_GEMM_wgmma_m128) || !defined(EXPAND_GEMM_fma) || \
+    !defined(EXPAND_GEMM_fma_cluster)
 #error "fused_mla_attention needs every parameter of its search space as -D"
 #endif
+
+// EXPAND_GEMM fma_cluster: the blocks of a cluster, each with a share of R
+// (mla::kCSplit; also the kernel's __cluster_dims__).
+#define MLA_FMA_CLUSTER_SPLIT 8
 
 namespace mla {
 
@@ -191,11 +196,24 @@ constexpr bool kFmaExpand = kGemmPrologue && EXPAND_GEMM == EXPAND_GEMM_fma;
 constexpr int kFThreads = 256;
 constexpr int kFCols = 16;
 constexpr int kFRows = 8;
+// EXPAND_GEMM fma_cluster (few latent rows, sm_90): the same FMAs with R
+// split over a cluster of kCSplit blocks, each over kCCols virtual columns
+// and its share of R (at most kCRsMax rows), kCRows latent rows at a time,
+// the first kCPre weight rows of each thread in registers
+// (mla_fma_cluster.cuh).
+constexpr bool kFmaCluster = kGemmPrologue && EXPAND_GEMM == EXPAND_GEMM_fma_cluster;
+constexpr int kCThreads = 384;
+constexpr int kCCols = 128;
+constexpr int kCRows = 16;
+constexpr int kCSplit = MLA_FMA_CLUSTER_SPLIT;
+constexpr int kCRsMax = 12 * ((kRp + 12 * kCSplit - 1) / (12 * kCSplit));
+constexpr int kCPre = kCRsMax / 12 < 12 ? kCRsMax / 12 : 12;
 // tf32x3_2k's prologue instead: the attention's block, the latent tile, one
 // K and V tile per head, and the staged weights.
-constexpr int kExpandThreads = kFmaExpand ? kFThreads : kWgExpand ? kGThreads : kGemmPrologue ? kXThreads : kThreads;
+constexpr int kExpandThreads = kFmaCluster ? kCThreads : kFmaExpand ? kFThreads : kWgExpand ? kGThreads : kGemmPrologue ? kXThreads : kThreads;
 constexpr unsigned kExpandSmemBytes =
-    kFmaExpand      ? 4u * (kRp * kFRows + (kFThreads / 32) * kFCols * kFRows)
+    kFmaCluster     ? 4u * (kCRsMax * kCRows + 6 * kCRows * kCCols + kCRows * kCCols)
+    : kFmaExpand    ? 4u * (kRp * kFRows + (kFThreads / 32) * kFCols * kFRows)
     : kWgExpand     ? 4u * 2 * (kGRawFloats + kGSplitFloats)
     : kGemmPrologue ? 4u * 2 * kXStageFloats
                     : 4u * (kKeyTile * kLs + 2 * kHpb * kKeyTile * kKs + kWeightFloats);
@@ -1316,6 +1334,7 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 #include "mla_wgmma.cuh"
 #include "mla_wgmma_expand.cuh"
 #include "mla_fma_expand.cuh"
+#include "mla_fma_cluster.cuh"
 
 // The prologue of tf32x3_2k, tf32x3_kvgemm and tf32x3_wgmma (launched first, on the same
 // stream, with the same arguments): K and V of every (b, h, s) into kv_ws,
@@ -1327,12 +1346,19 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 // ceil(dp / kXCols)] (dp: D padded to 8), block [kXThreads]; with EXPAND_GEMM
 // wgmma_*, grid [ceil(B * T / kGRows) * ceil(H * dp / kGCols)], block
 // [kGThreads]; with EXPAND_GEMM fma, grid [2 * ceil(H * dp / kFCols)], block
-// [kFThreads].  Dynamic shared
+// [kFThreads]; with EXPAND_GEMM fma_cluster, grid [8 * 2 * ceil(H * dp /
+// kCCols)] in clusters of 8 (__cluster_dims__), block [kCThreads].  Dynamic shared
 // memory mla::kExpandSmemBytes.  Another block or too little shared memory
 // traps; blocks past the grid's tiles return.  Other algorithms never
 // launch it.
-extern "C" __global__ void __launch_bounds__(mla::kExpandThreads,
-                                             mla::kFmaExpand ? 2
+#if EXPAND_GEMM == EXPAND_GEMM_fma_cluster && (ALGORITHM == ALGORITHM_tf32x3_kvgemm || ALGORITHM == ALGORITHM_tf32x3_wgmma)
+#define MLA_EXPAND_CLUSTER __cluster_dims__(MLA_FMA_CLUSTER_SPLIT, 1, 1)
+#else
+#define MLA_EXPAND_CLUSTER
+#endif
+extern "C" __global__ void MLA_EXPAND_CLUSTER __launch_bounds__(mla::kExpandThreads,
+                                             mla::kFmaCluster ? 1
+                                             : mla::kFmaExpand ? 2
                                              : mla::kWgExpand ? (mla::kGRows == 128 ? 1 : 2)
                                              : mla::kGemmPrologue ? 2 : 1)
 fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_latent,
@@ -1354,6 +1380,8 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
     if (!dims_fit(dims)) __trap();
     if constexpr (!kGemmPrologue) {
       expand_key_tile(kv_latent, w_up_k, w_up_v, kv_ws, B, T, dims, smem);
+    } else if constexpr (kFmaCluster) {
+      fma_cluster_block(kv_latent, w_up_k, w_up_v, kv_ws, B, T, dims, smem, threadIdx.x);
     } else if constexpr (kFmaExpand) {
       fma_expand_block(kv_latent, w_up_k, w_up_v, kv_ws, B, T, dims, smem, threadIdx.x);
     } else if constexpr (kWgExpand) {

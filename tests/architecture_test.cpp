@@ -232,5 +232,34 @@ TEST_F(ArchitectureDispatch, ADeviceWithoutItNeverChoosesIt) {
   EXPECT_EQ(index(h200).choose(shape_).reason, ChoiceReason::hit);
 }
 
+// The flagship space: the cluster expansion (EXPAND_GEMM fma_cluster) needs
+// thread-block clusters, so sm_90 and later; on an A100 neither it nor any
+// wgmma config is valid, and the reason names what is missing.
+TEST(FlagshipArchitecture, TheClusterExpansionNeedsSm90) {
+  const SearchSpace space = SearchSpace::load(spaces_dir.parent_path().parent_path() / "search_spaces" /
+                                              "fused_mla_attention.yaml");
+  const Shape shape = space.parse_shape("B=4,T=7,H=8,D=116,R=935");
+  const Config cluster = space.parse_config(
+      "ALGORITHM=tf32x3_kvgemm,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=16,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
+      "KEY_TILE=16,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=fma_cluster");
+  ASSERT_TRUE(space.check(cluster, shape));
+  EXPECT_EQ(space.required_architecture(cluster, shape), arch("sm_90"));
+  EXPECT_TRUE(space.for_device("sm_90").check(cluster, shape));
+  const SearchSpace a100_space = space.for_device("sm_80");
+  const Validity validity = a100_space.check(cluster, shape);
+  EXPECT_FALSE(validity);
+  EXPECT_NE(validity.failed_constraint.find("needs sm_90"), std::string::npos) << validity.failed_constraint;
+  std::size_t valid_on_a100 = 0;
+  a100_space.for_each_valid(shape, [&](const Config& c) {
+    ++valid_on_a100;
+    const std::string text = a100_space.config_string(c);
+    EXPECT_EQ(text.find("EXPAND_GEMM=fma_cluster"), std::string::npos) << text;
+    EXPECT_EQ(text.find("wgmma"), std::string::npos) << text;
+    return true;
+  });
+  EXPECT_GT(valid_on_a100, 0u);
+  EXPECT_LT(valid_on_a100, space.count(shape));
+}
+
 }  // namespace
 }  // namespace mlatune

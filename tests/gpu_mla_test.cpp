@@ -167,11 +167,13 @@ INSTANTIATE_TEST_SUITE_P(
                       NamedShape{"D39_R58", "B=2,T=97,H=13,D=39,R=58"}),
     shape_name);
 
-// The CUDA-core expansion (EXPAND_GEMM fma) at the shapes its code paths
-// turn on: R past the kFPre rows held in registers (R > 512), several chunks
-// of kFRows latent rows (B*T > 8, up to the 64 the space allows), odd D (the
-// scalar loads), the smallest shape, and the decode shapes where the H200 ran
-// it slowest.
+// The CUDA-core expansions (EXPAND_GEMM fma and fma_cluster) at the shapes
+// their code paths turn on: R past the weight rows held in registers (fma:
+// R > 512), several chunks of latent rows (fma: 8, fma_cluster: 16 a
+// chunk; up to the 64 and 128 rows the space allows), odd D (the scalar
+// loads), R too small for every rank of fma_cluster's cluster to have rows
+// (R = 16: ranks 2-7 add zeros), H * D not a multiple of 128 columns, the
+// smallest shape, and the decode shapes where the H200 ran fma slowest.
 class MlaGpuFmaExpansion : public ::testing::TestWithParam<NamedShape> {};
 
 TEST_P(MlaGpuFmaExpansion, ConfigsMatchTheFloat64Reference) {
@@ -180,17 +182,24 @@ TEST_P(MlaGpuFmaExpansion, ConfigsMatchTheFloat64Reference) {
   if (!device.usable) GTEST_SKIP() << "no GPU: " << device.reason;
 
   SearchSpace space = SearchSpace::load(space_file);
-  const SearchSpace fma = space.restrict({"EXPAND_GEMM == fma"});
   Shape shape = space.parse_shape(GetParam().text);
-  std::mt19937_64 rng(20261202);
-  std::vector<Config> configs = covering_sample(fma, shape, 12, rng);
-  ASSERT_FALSE(configs.empty()) << "no fma config at " << GetParam().text;
-  WorkloadInfo workload = worker.set_workload(workload_request(space, shape));
-  Validated v = validate(space, shape, configs, worker, device.device.arch());
-  fmt::print("fma {} {} on {}: {} configs, {} ok, worst relative L2 {:.3g}\n", GetParam().name,
-             space.shape_string(shape), device.device.name, configs.size(), v.ok, v.worst);
-  EXPECT_EQ(v.ok, static_cast<int>(configs.size()));
-  EXPECT_EQ(v.per_value["EXPAND_GEMM=fma"], v.ok);
+  const std::int64_t rows = shape.values[0] * shape.values[1];  // B * T
+  int expansions = 0;
+  for (const std::string expand : {"fma", "fma_cluster"}) {
+    if (expand == "fma" && rows > 64) continue;  // the space's limits: 64 and 128 rows
+    ++expansions;
+    const SearchSpace only = space.restrict({"EXPAND_GEMM == " + expand});
+    std::mt19937_64 rng(20261202);
+    std::vector<Config> configs = covering_sample(only, shape, 12, rng);
+    ASSERT_FALSE(configs.empty()) << "no " << expand << " config at " << GetParam().text;
+    WorkloadInfo workload = worker.set_workload(workload_request(space, shape));
+    Validated v = validate(space, shape, configs, worker, device.device.arch());
+    fmt::print("{} {} {} on {}: {} configs, {} ok, worst relative L2 {:.3g}\n", expand, GetParam().name,
+               space.shape_string(shape), device.device.name, configs.size(), v.ok, v.worst);
+    EXPECT_EQ(v.ok, static_cast<int>(configs.size())) << expand;
+    EXPECT_EQ(v.per_value["EXPAND_GEMM=" + expand], v.ok) << expand;
+  }
+  EXPECT_GE(expansions, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -200,7 +209,10 @@ INSTANTIATE_TEST_SUITE_P(
                       NamedShape{"OddD_R295", "B=5,T=4,H=22,D=175,R=295"},
                       NamedShape{"Rows64_R1024", "B=8,T=8,H=3,D=16,R=1024"},
                       NamedShape{"Smallest", "B=1,T=3,H=1,D=8,R=16"},
-                      NamedShape{"D248_R532", "B=6,T=1,H=26,D=248,R=532"}),
+                      NamedShape{"D248_R532", "B=6,T=1,H=26,D=248,R=532"},
+                      NamedShape{"Rows28_R935", "B=4,T=7,H=8,D=116,R=935"},
+                      NamedShape{"Rows66_R911", "B=6,T=11,H=40,D=12,R=911"},
+                      NamedShape{"Rows128_OddD", "B=8,T=16,H=5,D=41,R=300"}),
     shape_name);
 
 // One binary, compiled at one shape, serves another shape of its bucket:
