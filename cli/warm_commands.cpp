@@ -34,6 +34,7 @@ struct WarmCommandOptions {
   std::size_t max_binaries = default_max_binaries_per_config;
   std::size_t samples = default_coverage_samples;
   std::uint64_t seed = 1;
+  std::string compile_in{to_string(CompileIn::processes)};
   bool json = false;
   bool quiet = false;
 };
@@ -92,7 +93,7 @@ nlohmann::json report_json(const SearchSpace& space, const DeviceInfo& device, c
           {"device", device.name},           {"range", box.text(space)},
           {"configs", configs_json(space, r.plan)}, {"binaries", r.plan.binaries.size()},
           {"tuned_shape_binaries", r.plan.tuned_shape_binaries},
-          {"already_stored", r.already_stored}, {"compiled", r.compiled},
+          {"already_stored", r.already_stored}, {"compiled", r.compiled}, {"compile_in", std::string(to_string(r.compiled_in))},
           {"failed", r.failed},              {"first_failure", r.first_failure},
           {"coverage", coverage_json(r.coverage)}, {"seconds", r.seconds}};
 }
@@ -146,7 +147,11 @@ void print_report(const SearchSpace& space, const DeviceInfo& device, const Shap
   fmt::print("distinct binaries  {} ({} of them tuned entries' own, at their shapes)\n", r.plan.binaries.size(),
              r.plan.tuned_shape_binaries);
   fmt::print("already stored     {}\n", r.already_stored);
-  fmt::print("compiled           {}\n", r.compiled);
+  if (r.compiled + r.failed == 0)
+    fmt::print("compiled           0\n");
+  else
+    fmt::print("compiled           {} (on {} threads{})\n", r.compiled, r.compile_threads,
+               r.compiled_in == CompileIn::processes ? ", each with a compile process" : "");
   fmt::print("failed             {}\n", r.failed);
   if (r.failed) fmt::print("first failure      {}\n", r.first_failure.substr(0, r.first_failure.find('\n')));
   print_coverage(r.coverage);
@@ -168,7 +173,11 @@ void warm_command(const WarmCommandOptions& o, const std::string& cache_db) {
     if (!o.quiet && !o.json && (done == total || done % 50 == 0))
       fmt::print(stderr, "warm: {}/{} binaries\n", done, total);
   };
-  WarmReport report = warm(store, index, WarmOptions{box, o.jobs, o.max_binaries, o.samples, o.seed}, progress);
+  WarmReport report =
+      warm(store, index,
+           WarmOptions{box, o.jobs, o.max_binaries, o.samples, o.seed,
+                       parse_compile_in(o.compile_in).value_or(CompileIn::processes)},  // checked by its validator
+           progress);
   if (o.json)
     fmt::print("{}\n", report_json(space, device, box, report).dump(2));
   else
@@ -204,6 +213,10 @@ void add_warm_command(CLI::App& cache, std::shared_ptr<const std::string> cache_
                                    default_coverage_samples))
       ->check(whole_number(0, 10'000'000));
   warm_cmd->add_option("--seed", options->seed, "seed of the coverage check's shapes (default 1)");
+  warm_cmd->add_option("--compile-in", options->compile_in,
+                       "where NVRTC runs: processes (default: a compile-only mlatune-worker per compile thread, as "
+                       "`tune` does) or threads (in this process)")
+      ->check(CLI::IsMember({"processes", "threads"}));
   warm_cmd->add_flag("--json", options->json, "print the report as JSON");
   warm_cmd->add_flag("--quiet,-q", options->quiet, "no progress lines");
   warm_cmd->add_option("--db", options->db, "database file (default: $MLATUNE_DB, else ./mlatune.db)");

@@ -320,6 +320,8 @@ TEST_F(WarmTest, CommandWarmsAndInfoShowsTheRange) {
   const fs::path cli = fs::path(MLATUNE_BINARY_DIR) / "mlatune";
   if (!fs::exists(cli)) GTEST_SKIP() << "the mlatune program is not built at " << cli;
   tune("N=300,M=8", vector_config, 5.0);
+  const fs::path other_db = dir_ / "threads.db";  // the same tuned entry, nothing warmed
+  fs::copy_file(db_, other_db);
   auto run = [&](std::vector<std::string> args) { return test_support::run_program(cli, args, dir_); };
   auto warmed = run({"cache", "warm", "--db", db_.string(), "--space", (spaces_dir / "warm.yaml").string(),
                      "--range", "N=1..500;M=8", "--arch", "sm_90", "-q"});
@@ -329,6 +331,20 @@ TEST_F(WarmTest, CommandWarmsAndInfoShowsTheRange) {
   EXPECT_NE(warmed.out.find("candidate configs  2 (2 warmable"), std::string::npos) << warmed.out;
   EXPECT_NE(warmed.out.find("failed             0"), std::string::npos) << warmed.out;
   EXPECT_NE(warmed.out.find("uncovered          0:"), std::string::npos) << warmed.out;
+  // By default NVRTC runs in compile processes, as in `tune` (the
+  // mlatune-worker beside the program); --compile-in threads keeps it here.
+  EXPECT_NE(warmed.out.find("compiled           2 (on "), std::string::npos) << warmed.out;
+  EXPECT_NE(warmed.out.find(" threads, each with a compile process)"), std::string::npos) << warmed.out;
+  auto in_threads = run({"cache", "warm", "--db", other_db.string(), "--space", (spaces_dir / "warm.yaml").string(),
+                         "--range", "N=1..500;M=8", "--arch", "sm_90", "--compile-in", "threads", "--json"});
+  ASSERT_EQ(in_threads.code, 0) << in_threads.err;
+  const nlohmann::json threads_report = nlohmann::json::parse(in_threads.out);
+  EXPECT_EQ(threads_report["compiled"], 2);
+  EXPECT_EQ(threads_report["compile_in"], "threads");
+  auto refused = run({"cache", "warm", "--db", other_db.string(), "--space", (spaces_dir / "warm.yaml").string(),
+                      "--range", "N=1..500;M=8", "--compile-in", "gpu"});
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.err.find("--compile-in"), std::string::npos) << refused.err;
   auto again = run({"cache", "--db", db_.string(), "warm", "--space", (spaces_dir / "warm.yaml").string(),
                     "--range", "N=1..500;M=8", "--arch", "sm_90", "-q"});
   ASSERT_EQ(again.code, 0) << again.err;

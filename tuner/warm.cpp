@@ -129,11 +129,13 @@ namespace {
 /// Compiles `missing` with a pool, stores each binary that compiles and adds
 /// its key to `ready`.
 void compile_missing(Store& store, const DispatchIndex& index, const std::vector<const WarmBinary*>& missing,
-                     unsigned jobs, WarmReport& report, std::set<BinaryKey>& ready,
+                     const WarmOptions& options, WarmReport& report, std::set<BinaryKey>& ready,
                      const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
   const SearchSpace& space = index.space();
   const Compiler compiler;
-  CompilePool pool(compiler, jobs);
+  CompilePool pool(compiler, options.jobs, {}, options.compile_in);
+  report.compiled_in = pool.where();
+  report.compile_threads = pool.threads();
   std::vector<std::shared_future<CompileResult>> results;
   for (const WarmBinary* binary : missing)
     results.push_back(pool.submit(compile_request(space, binary->config, binary->shape, index.target().device.arch)));
@@ -177,7 +179,7 @@ WarmReport warm(Store& store, const DispatchIndex& index, const WarmOptions& opt
       missing.push_back(&binary);
     }
   }
-  compile_missing(store, index, missing, options.jobs, report, ready, progress);
+  compile_missing(store, index, missing, options, report, ready, progress);
 
   store.record_warm_range(WarmRange{space.kernel_name(), space.template_hash(), space.definition_hash(),
                                     index.target().device.arch, index.target().toolchain.nvrtc_version,

@@ -27,6 +27,7 @@
 
 #include "cache/dispatch_index.h"
 #include "cache/store.h"
+#include "tuner/compile_pool.h"
 #include "tuner/shape_box.h"
 #include "tuner/warm_coverage.h"
 #include "tuner/warm_probes.h"
@@ -84,6 +85,7 @@ struct WarmOptions {
   std::size_t max_binaries_per_config = default_max_binaries_per_config;
   std::size_t samples = default_coverage_samples;  // random shapes of the coverage check
   std::uint64_t seed = 1;
+  CompileIn compile_in = CompileIn::threads;  // where NVRTC runs (CompilePool); `cache warm`: processes
 };
 
 /// The candidates and the binaries each needs over the box.
@@ -97,6 +99,8 @@ struct WarmReport {
   std::string first_failure;  // the first failure's message, when there is one
   CoverageReport coverage;
   double seconds = 0;         // wall time of the whole warm-up
+  CompileIn compiled_in = CompileIn::threads;  // where NVRTC ran (threads when no compile program was found)
+  unsigned compile_threads = 0;
 };
 
 /// Plans, compiles what the store lacks with a compile pool, stores every new
