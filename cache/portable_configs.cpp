@@ -53,6 +53,7 @@ ordered_json entry_json(const PortableEntry& e) {
                                       {"stack_frame_bytes", e.resources->stack_frame_bytes},
                                       {"shared_bytes", e.resources->shared_bytes}}
                                : ordered_json(nullptr);
+  j["code"] = e.code ? ordered_json(*e.code) : ordered_json(nullptr);
   return j;
 }
 
@@ -71,6 +72,7 @@ class Field {
   }
   Field at(std::size_t index) const { return Field(value_.at(index), fmt::format("{}[{}]", path_, index), file_); }
   bool is_null() const { return value_.is_null(); }
+  bool has(const std::string& key) const { return value_.is_object() && value_.contains(key); }
   std::size_t size() const {
     if (!value_.is_array()) fail("expected an array");
     return value_.size();
@@ -135,6 +137,14 @@ PortableEntry read_entry(const Field& f) {
     e.error = ErrorFigures{error.at("relative_l2").number(), error.at("max_abs").number()};
   e.resources = read_resources(f.at("resources"));
   e.measured_at = f.at("measured_at").text();
+  // Optional: files written before it existed have none.
+  if (f.has("code")) {
+    if (const Field code = f.at("code"); !code.is_null()) {
+      e.code = code.text();
+      if (e.code->size() != 32 || e.code->find_first_not_of("0123456789abcdef") != std::string::npos)
+        code.fail("expected 32 lowercase hex digits (a code identity) or null");
+    }
+  }
   return e;
 }
 
@@ -181,7 +191,7 @@ bool PortableEntry::operator==(const PortableEntry& o) const {
   };
   return kernel == o.kernel && device == o.device && toolchain == o.toolchain && shape == o.shape &&
          config == o.config && same_timing(timing, o.timing) && same_error(error, o.error) &&
-         same_usage(resources, o.resources) && measured_at == o.measured_at;
+         same_usage(resources, o.resources) && measured_at == o.measured_at && code == o.code;
 }
 
 std::string portable_json(const PortableConfigs& configs) {
@@ -231,17 +241,21 @@ void write_portable_file(const std::filesystem::path& file, const PortableConfig
   if (ec) throw EnvironmentError(fmt::format("cannot rename {} to {}: {}", temporary.string(), file.string(), ec.message()));
 }
 
-std::vector<PortableEntry> entries_for(const PortableConfigs& configs, const KernelInfo& current,
-                                       const std::string& file_name, bool skip_other_versions) {
-  std::vector<PortableEntry> same;
-  std::map<std::pair<std::string, std::string>, int> other_versions;  // (template, definition) -> entries
+VersionSplit split_by_version(const PortableConfigs& configs, const KernelInfo& current) {
+  VersionSplit split;
   for (const PortableEntry& e : configs.entries) {
     if (e.kernel.name != current.name) continue;
-    if (e.kernel == current)
-      same.push_back(e);
-    else
-      ++other_versions[{e.kernel.template_hash, e.kernel.definition_hash}];
+    (e.kernel == current ? split.current : split.other).push_back(e);
   }
+  return split;
+}
+
+std::vector<PortableEntry> entries_for(const PortableConfigs& configs, const KernelInfo& current,
+                                       const std::string& file_name, bool skip_other_versions) {
+  VersionSplit split = split_by_version(configs, current);
+  std::vector<PortableEntry>& same = split.current;
+  std::map<std::pair<std::string, std::string>, int> other_versions;  // (template, definition) -> entries
+  for (const PortableEntry& e : split.other) ++other_versions[{e.kernel.template_hash, e.kernel.definition_hash}];
   if (!other_versions.empty() && !skip_other_versions) {
     const auto& [hashes, count] = *other_versions.begin();
     throw InputError(SourceLocation{file_name},

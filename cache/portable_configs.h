@@ -33,6 +33,12 @@ struct PortableEntry {
   std::optional<ErrorFigures> error;
   std::optional<ResourceUsage> resources;
   std::string measured_at;
+  /// What ran when the time was measured, as a hash of the cubin and of the
+  /// launch at the shape (tuner/code_identity.h), written by `export-best
+  /// --space` for entries of that space's version; absent in older files.
+  /// It lets an entry outlive a template or space change that leaves its
+  /// code as it was.
+  std::optional<std::string> code;
   bool operator==(const PortableEntry&) const;
 };
 
@@ -52,6 +58,14 @@ PortableConfigs parse_portable_json(std::string_view text, const std::string& fi
 PortableConfigs read_portable_file(const std::filesystem::path& file);
 /// Writes atomically (a temporary file renamed over `file`).
 void write_portable_file(const std::filesystem::path& file, const PortableConfigs& configs);
+
+/// The entries of kernel `current.name`: those of its version, and those of
+/// other template or definition hashes.
+struct VersionSplit {
+  std::vector<PortableEntry> current;
+  std::vector<PortableEntry> other;
+};
+VersionSplit split_by_version(const PortableConfigs& configs, const KernelInfo& current);
 
 /// The entries of `current`'s kernel name; InputError when any of them was
 /// tuned under another template or definition hash (unless

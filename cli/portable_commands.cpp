@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cache/binary_record.h"
 #include "cache/portable_configs.h"
 #include "cache/store.h"
 #include "cli/commands.h"
@@ -24,6 +26,9 @@
 #include "core/compiler.h"
 #include "core/error.h"
 #include "core/space.h"
+#include "tuner/binary_cache.h"
+#include "tuner/code_identity.h"
+#include "tuner/compile_pool.h"
 #include "tuner/measurement_source.h"
 #include "tuner/revalidation.h"
 #include "tuner/sweep.h"
@@ -75,14 +80,65 @@ void check_output(const std::filesystem::path& output) {
                                  output.string()));
 }
 
+/// Writes the code identity (tuner/code_identity.h) of every entry of
+/// `space`'s current version into `entries`; binaries come from the
+/// database where it has them (the ones that were measured), else NVRTC
+/// compiles them.  Prints what it did and which entries have none.
+void add_code_identities(const SearchSpace& space, const std::filesystem::path& database, unsigned jobs,
+                         std::vector<PortableEntry>& entries) {
+  const KernelInfo current{space.kernel_name(), space.template_hash(), space.definition_hash()};
+  std::vector<PortableEntry*> mine;
+  std::vector<CodeSubject> subjects;
+  for (PortableEntry& e : entries)
+    if (e.kernel == current) {
+      mine.push_back(&e);
+      subjects.push_back({e.shape, e.config, e.device.arch});
+    }
+  if (mine.empty()) {
+    fmt::print(stderr, "mlatune: no entry is of {}'s current version (template {}): no code identities written\n",
+               space.kernel_name(), space.template_hash());
+    return;
+  }
+  // Lookups only: an export never writes to the database.
+  Store binaries = Store::open(database, StoreMode::read_only);
+  std::mutex binaries_mutex;
+  BinaryCacheHooks hooks;
+  hooks.lookup = [&](const BinaryKey& key) -> std::optional<CompiledBinary> {
+    std::lock_guard lock(binaries_mutex);
+    std::optional<BinaryRecord> record = binaries.get_binary(key.hash);
+    if (!record) return std::nullopt;
+    return binary_from_record(*record);
+  };
+  const Compiler compiler;
+  CompilePool pool(compiler, jobs, std::move(hooks), CompileIn::threads);
+  const std::vector<CodeIdentity> identities = code_identities(space, subjects, pool);
+  std::size_t written = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    if (identities[i].ok()) {
+      mine[i]->code = identities[i].hash;
+      ++written;
+    } else {
+      fmt::print(stderr, "mlatune: no code identity for {} at {}: {}\n", mine[i]->config, mine[i]->shape,
+                 identities[i].refusal);
+    }
+  }
+  const CompilePoolStats stats = pool.stats();
+  fmt::print("code identities of {} of {} entr(ies) of {} (binaries: {} from the database, {} compiled with NVRTC "
+             "{})\n",
+             written, mine.size(), space.kernel_name(), stats.external_hits, stats.compiled, compiler.version());
+}
+
 void export_best(const std::string& db, const PortableOptions& o) {
   check_output(o.output);
-  Store store = Store::open(database_path(db), StoreMode::read_only);
   PortableConfigs configs;
-  configs.entries = store.export_best(o.kernel);
-  if (configs.entries.empty())
-    throw InputError(fmt::format("no best entries{} in {}: nothing to export",
-                                 o.kernel.empty() ? "" : " of kernel " + o.kernel, store.path().string()));
+  {
+    Store store = Store::open(database_path(db), StoreMode::read_only);
+    configs.entries = store.export_best(o.kernel);
+    if (configs.entries.empty())
+      throw InputError(fmt::format("no best entries{} in {}: nothing to export",
+                                   o.kernel.empty() ? "" : " of kernel " + o.kernel, store.path().string()));
+  }
+  if (!o.space.empty()) add_code_identities(SearchSpace::load(o.space), database_path(db), o.jobs, configs.entries);
   write_portable_file(o.output, configs);
   std::set<std::string> kernels;
   for (const PortableEntry& e : configs.entries) kernels.insert(e.kernel.name);
@@ -105,13 +161,70 @@ bool runnable_where_measured(const SearchSpace& space, const PortableEntry& entr
   return false;
 }
 
+/// The entries of other versions that carry over to `space`'s current one
+/// (same code identity: tuner/code_identity.h), compiled over the
+/// database's binaries (new ones are stored there for `cache warm` and the
+/// dispatcher).  InputError naming the first that does not, unless
+/// `skip_other_versions`.
+std::vector<PortableEntry> carried_entries(const SearchSpace& space, const std::filesystem::path& database,
+                                           const PortableOptions& o, const std::vector<PortableEntry>& others,
+                                           std::size_t current_count) {
+  if (others.empty()) return {};
+  const bool any_code = std::any_of(others.begin(), others.end(), [](const PortableEntry& e) { return e.code; });
+  CarryOver carry;
+  if (any_code) {
+    const Compiler compiler;
+    // Into a database that exists, the binaries compiled here are stored for
+    // `cache warm` and the dispatcher; a new one is made only by a
+    // successful import (below).
+    std::error_code ec;
+    std::optional<StoreBinaryCache> cache;
+    if (std::filesystem::exists(database, ec)) cache.emplace(database, space.kernel_name(), space.template_hash());
+    CompilePool pool(compiler, o.jobs, cache ? cache->hooks() : BinaryCacheHooks{}, CompileIn::threads);
+    carry = carry_over(space, others, pool);
+  } else {
+    for (const PortableEntry& e : others)
+      carry.refused.emplace_back(e, "the file gives no code identity for it (written without `export-best --space`)");
+  }
+  if (!carry.refused.empty()) {
+    const auto& [first, why] = carry.refused.front();
+    const std::string what = fmt::format(
+        "{} of {} entr(ies) of other versions of {} do not carry over to this one (template {}, definitions {}); "
+        "the first: {} at {} (template {}, definitions {}): {}",
+        carry.refused.size(), others.size(), space.kernel_name(), space.template_hash(), space.definition_hash(),
+        first.config, first.shape, first.kernel.template_hash, first.kernel.definition_hash, why);
+    if (!o.skip_other_versions)
+      throw InputError(SourceLocation{o.file},
+                       fmt::format("{}. A config may not mean or run the same under another version, so no time of "
+                                   "them is imported (--skip-other-versions imports the other {}, {} of them "
+                                   "carried over; re-measure these with `mlatune tune --configs-file`)",
+                                   what, current_count + carry.carried.size(), carry.carried.size()));
+    fmt::print(stderr, "mlatune: {}; left out (--skip-other-versions)\n", what);
+  }
+  if (!carry.carried.empty())
+    fmt::print("carried over {} of {} entr(ies) of other versions of {} to this one (template {}, definitions {}): "
+               "at its shape each compiles to the same cubin and launches the same way as when it was measured\n",
+               carry.carried.size(), others.size(), space.kernel_name(), space.template_hash(),
+               space.definition_hash());
+  return carry.carried;
+}
+
 void import_file(const std::string& db, const PortableOptions& o) {
   const SearchSpace space = SearchSpace::load(o.space);
   const PortableConfigs configs = read_portable_file(o.file);
   const KernelInfo current{space.kernel_name(), space.template_hash(), space.definition_hash()};
-  std::vector<PortableEntry> entries = entries_for(configs, current, o.file, o.skip_other_versions);
+  const std::filesystem::path database = database_path(db);
+  const VersionSplit split = split_by_version(configs, current);
+  std::vector<PortableEntry> entries = split.current;
+  for (PortableEntry& e : carried_entries(space, database, o, split.other, split.current.size()))
+    entries.push_back(std::move(e));
+  if (entries.empty())
+    throw InputError(SourceLocation{o.file},
+                     fmt::format("no entry of kernel {} at this version (template {}, definitions {}){}",
+                                 current.name, current.template_hash, current.definition_hash,
+                                 split.other.empty() ? "" : " or carried over to it"));
   std::erase_if(entries, [&](const PortableEntry& e) { return !runnable_where_measured(space, e); });
-  Store store = Store::open(database_path(db), StoreMode::read_write);
+  Store store = Store::open(database, StoreMode::read_write);
   const ImportCounts counts = store.import_best(entries, std::filesystem::absolute(o.file).string());
   fmt::print("imported {} into {}: {} entr(ies) of {} added, {} already there; {} best entr(ies) changed\n", o.file,
              store.path().string(), counts.added, space.kernel_name(), counts.present, counts.best_changed);
@@ -203,6 +316,12 @@ void add_portable_commands(CLI::App& cache, std::shared_ptr<const std::string> d
       "export-best", "Write the best configs as a portable JSON file (docs/portable-configs.md; no binaries)");
   export_cmd->add_option("--out,-o", options->output, "File to write, e.g. best.json")->required();
   export_cmd->add_option("--kernel", options->kernel, "Only this kernel (default: every kernel)");
+  export_cmd->add_option("--space", options->space,
+                         "Also write the code identity of each entry of this space's current version (its cubin "
+                         "and launch, hashed; compiled with NVRTC where the database lacks the binary), so that "
+                         "the entry carries over to later versions whose code for it is the same");
+  export_cmd->add_option("--jobs,-j", options->jobs, "compile threads for --space (default: one per core)")
+      ->check(whole_number(0, 1024));
   export_cmd->callback([options, db] { export_best(*db, *options); });
 
   CLI::App* import_cmd = cache.add_subcommand(
@@ -210,10 +329,15 @@ void add_portable_commands(CLI::App& cache, std::shared_ptr<const std::string> d
   import_cmd->add_option("file", options->file, "The file `cache export-best` wrote")->required();
   import_cmd->add_option("--space", options->space,
                          "The space file of the kernel to import: entries of another template or definition "
-                         "version are refused")
+                         "version are refused, unless the file gives their code identity and it is the same under "
+                         "this version (compiled here with NVRTC)")
       ->required();
   import_cmd->add_flag("--skip-other-versions", options->skip_other_versions,
-                       "Import the entries of the space's current version and leave the others out");
+                       "Import the entries of the space's current version (and those that carry over to it) and "
+                       "leave the others out");
+  import_cmd->add_option("--jobs,-j", options->jobs,
+                         "compile threads for carrying entries over (default: one per core)")
+      ->check(whole_number(0, 1024));
   import_cmd->callback([options, db] { import_file(*db, *options); });
 
   CLI::App* revalidate_cmd = cache.add_subcommand(

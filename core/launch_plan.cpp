@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace mlatune {
 
@@ -126,6 +127,30 @@ LaunchPlan plan_launch(const SearchSpace& space, const Config& config, const Sha
   else if (!plan.steps.geometry.valid())
     plan.refusal = "invalid launch geometry: " + plan.steps.geometry.invalid_reason;
   return plan;
+}
+
+namespace {
+std::string geometry_text(const LaunchGeometry& g) {
+  return fmt::format("grid {},{},{} block {},{},{} shared {}{}", g.grid[0], g.grid[1], g.grid[2], g.block[0],
+                     g.block[1], g.block[2], g.shared_bytes, g.valid() ? "" : " invalid: " + g.invalid_reason);
+}
+}  // namespace
+
+std::string launch_plan_text(const LaunchPlan& plan) {
+  std::string out;
+  if (plan.steps.prologue)
+    out += fmt::format("prologue {} {}\n", plan.steps.prologue->entry, geometry_text(plan.steps.prologue->geometry));
+  out += fmt::format("main {} {}\n", plan.steps.entry, geometry_text(plan.steps.geometry));
+  out += fmt::format("workspace bytes {}\n", fmt::join(plan.steps.workspace_bytes, ","));
+  for (const ArgumentSlot& slot : plan.arguments.slots)
+    out += fmt::format("argument {} {} {:#x}\n",
+                       slot.role == ArgumentRole::input    ? "input"
+                       : slot.role == ArgumentRole::output ? "output"
+                       : slot.role == ArgumentRole::scalar ? "scalar"
+                                                           : "workspace",
+                       slot.index, slot.packed);
+  if (!plan.ok()) out += "refused: " + plan.refusal + "\n";
+  return out;
 }
 
 }  // namespace mlatune

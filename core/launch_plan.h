@@ -97,4 +97,10 @@ struct LaunchPlan {
 /// SearchSpace::bind_arguments does (a buffer extent that is not an integer).
 LaunchPlan plan_launch(const SearchSpace& space, const Config& config, const Shape& shape);
 
+/// The plan as canonical text, one line per part: each entry with its grid,
+/// block and dynamic shared memory, the workspace bytes, and what every
+/// argument slot receives.  Equal texts mean the launches are the same
+/// (tuner/code_identity.h hashes it with the cubin).
+std::string launch_plan_text(const LaunchPlan& plan);
+
 }  // namespace mlatune
