@@ -53,6 +53,9 @@ TEST(ShippedConfigs, TheH200FileIsOfTheCurrentKernelVersion) {
     EXPECT_LE(e.error->relative_l2, space.tolerance().relative_l2) << e.shape;
     const Shape shape = space.parse_shape(e.shape);
     EXPECT_TRUE(space.check(space.parse_config(e.config), shape).valid) << e.shape << " " << e.config;
+    // So that a template change that leaves its code alone keeps it
+    // (docs/portable-configs.md, "Carrying entries over").
+    EXPECT_TRUE(e.code.has_value()) << e.shape << ": export the file with `cache export-best --space`";
     shapes.insert(e.shape);
   }
   EXPECT_EQ(shapes.size(), entries.size()) << "one best entry per shape";
