@@ -181,6 +181,10 @@ std::vector<PortableEntry> carried_entries(const SearchSpace& space, const std::
     std::optional<StoreBinaryCache> cache;
     if (std::filesystem::exists(database, ec)) cache.emplace(database, space.kernel_name(), space.template_hash());
     CompilePool pool(compiler, o.jobs, cache ? cache->hooks() : BinaryCacheHooks{}, CompileIn::threads);
+    fmt::print("{} entr(ies) of other versions of {}: compiling their configs under this version to compare their "
+               "code (NVRTC {}, {} thread(s))\n",
+               others.size(), space.kernel_name(), compiler.version(), pool.threads());
+    std::fflush(stdout);
     carry = carry_over(space, others, pool);
   } else {
     for (const PortableEntry& e : others)

@@ -187,8 +187,10 @@ TEST_F(CodeIdentity_, WhatCannotBeIdentifiedSaysWhy) {
   const std::vector<CodeIdentity> out =
       identities(a, {{shape_text, "ALGORITHM=unrolled,THREADS=128,ITEMS=1,VECTOR=false", "sm_90"},
                      {shape_text, "ALGORITHM=plain,THREADS=128,ITEMS=1", "sm_90"},
-                     {"N=1000,M=3", "ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=true", "sm_90"}});
-  ASSERT_EQ(out.size(), 3u);
+                     {"N=1000,M=3", "ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=true", "sm_90"},
+                     {shape_text, config_text, "sm_999"}});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_NE(out[3].refusal.find("cannot compile for sm_999"), std::string::npos) << out[3].refusal;
   EXPECT_NE(out[0].refusal.find("not a valid config at its shape under this version: ALGORITHM != unrolled"),
             std::string::npos)
       << out[0].refusal;

@@ -24,6 +24,12 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
   for (std::size_t i = 0; i < subjects.size(); ++i) {
     const CodeSubject& s = subjects[i];
     try {
+      parse_architecture(s.arch);  // one this NVRTC compiles for, or InputError saying which it does
+    } catch (const InputError& e) {
+      out[i].refusal = e.what();
+      continue;
+    }
+    try {
       // The device's view of the space: a config needing an architecture
       // that device lacks is invalid there, as in a sweep on it.
       const SearchSpace there = space.for_device(s.arch);
