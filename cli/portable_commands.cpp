@@ -6,7 +6,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,7 +16,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "cache/binary_record.h"
 #include "cache/portable_configs.h"
 #include "cache/store.h"
 #include "cli/commands.h"
@@ -100,17 +98,9 @@ void add_code_identities(const SearchSpace& space, const std::filesystem::path& 
     return;
   }
   // Lookups only: an export never writes to the database.
-  Store binaries = Store::open(database, StoreMode::read_only);
-  std::mutex binaries_mutex;
-  BinaryCacheHooks hooks;
-  hooks.lookup = [&](const BinaryKey& key) -> std::optional<CompiledBinary> {
-    std::lock_guard lock(binaries_mutex);
-    std::optional<BinaryRecord> record = binaries.get_binary(key.hash);
-    if (!record) return std::nullopt;
-    return binary_from_record(*record);
-  };
+  StoreBinaryCache binaries(database, space.kernel_name(), space.template_hash(), StoreMode::read_only);
   const Compiler compiler;
-  CompilePool pool(compiler, jobs, std::move(hooks), CompileIn::threads);
+  CompilePool pool(compiler, jobs, binaries.hooks(), CompileIn::threads);
   const std::vector<CodeIdentity> identities = code_identities(space, subjects, pool);
   std::size_t written = 0;
   for (std::size_t i = 0; i < mine.size(); ++i) {

@@ -251,9 +251,26 @@ TEST_F(CodeIdentity_, ExportWritesIdentitiesAndImportCarriesOnlyUnchangedCode) {
                   dir_);
   ASSERT_EQ(exported.code, 0) << exported.err;
   EXPECT_NE(exported.out.find("code identities of 1 of 1 entr(ies) of tiny"), std::string::npos) << exported.out;
+  EXPECT_NE(exported.out.find("binaries: 0 from the database, 1 compiled"), std::string::npos) << exported.out;
   const PortableConfigs file = read_portable_file(dir_ / "f.json");
   ASSERT_EQ(file.entries.size(), 1u);
   EXPECT_EQ(file.entries[0].code, identity(a));
+
+  // With the binary in the database (as after a sweep), export reads it
+  // instead of compiling, and the identity is the same.
+  write(dir_ / "configs.txt", std::string(config_text) + "\n");
+  ProgramResult compiled = run_program(cli(), {"tune", a.string(), "--shape", shape_text, "--configs-file",
+                                               (dir_ / "configs.txt").string(), "--compile-only", "--db",
+                                               (dir_ / "tuned.db").string(), "-j", "1"},
+                                       dir_);
+  ASSERT_EQ(compiled.code, 0) << compiled.out << compiled.err;
+  ProgramResult again =
+      run_program(cli(), {"cache", "--db", (dir_ / "tuned.db").string(), "export-best", "--space", a.string(), "--out",
+                          (dir_ / "again.json").string()},
+                  dir_);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.out.find("binaries: 1 from the database, 0 compiled"), std::string::npos) << again.out;
+  EXPECT_EQ(read_portable_file(dir_ / "again.json").entries.at(0).code, identity(a));
 
   // A comment later: carried over, stored under the new version.
   ProgramResult carried = run_program(
