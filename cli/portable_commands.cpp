@@ -79,11 +79,9 @@ void check_output(const std::filesystem::path& output) {
 }
 
 /// Writes the code identity (tuner/code_identity.h) of every entry of
-/// `space`'s current version into `entries`; binaries come from the
-/// database where it has them (the ones that were measured), else NVRTC
-/// compiles them.  Prints what it did and which entries have none.
-void add_code_identities(const SearchSpace& space, const std::filesystem::path& database, unsigned jobs,
-                         std::vector<PortableEntry>& entries) {
+/// `space`'s current version into `entries`, compiling each with NVRTC (a
+/// stored binary has no PTX).  Prints what it did and which entries have none.
+void add_code_identities(const SearchSpace& space, unsigned jobs, std::vector<PortableEntry>& entries) {
   const KernelInfo current{space.kernel_name(), space.template_hash(), space.definition_hash()};
   std::vector<PortableEntry*> mine;
   std::vector<CodeSubject> subjects;
@@ -97,10 +95,8 @@ void add_code_identities(const SearchSpace& space, const std::filesystem::path& 
                space.kernel_name(), space.template_hash());
     return;
   }
-  // Lookups only: an export never writes to the database.
-  StoreBinaryCache binaries(database, space.kernel_name(), space.template_hash(), StoreMode::read_only);
   const Compiler compiler;
-  CompilePool pool(compiler, jobs, binaries.hooks(), CompileIn::threads);
+  CompilePool pool(compiler, jobs, {}, CompileIn::threads);
   const std::vector<CodeIdentity> identities = code_identities(space, subjects, pool);
   std::size_t written = 0;
   for (std::size_t i = 0; i < mine.size(); ++i) {
@@ -112,10 +108,8 @@ void add_code_identities(const SearchSpace& space, const std::filesystem::path& 
                  identities[i].refusal);
     }
   }
-  const CompilePoolStats stats = pool.stats();
-  fmt::print("code identities of {} of {} entr(ies) of {} (binaries: {} from the database, {} compiled with NVRTC "
-             "{})\n",
-             written, mine.size(), space.kernel_name(), stats.external_hits, stats.compiled, compiler.version());
+  fmt::print("code identities of {} of {} entr(ies) of {} ({} binaries compiled with NVRTC {})\n", written,
+             mine.size(), space.kernel_name(), pool.stats().compiled, compiler.version());
 }
 
 void export_best(const std::string& db, const PortableOptions& o) {
@@ -128,7 +122,7 @@ void export_best(const std::string& db, const PortableOptions& o) {
       throw InputError(fmt::format("no best entries{} in {}: nothing to export",
                                    o.kernel.empty() ? "" : " of kernel " + o.kernel, store.path().string()));
   }
-  if (!o.space.empty()) add_code_identities(SearchSpace::load(o.space), database_path(db), o.jobs, configs.entries);
+  if (!o.space.empty()) add_code_identities(SearchSpace::load(o.space), o.jobs, configs.entries);
   write_portable_file(o.output, configs);
   std::set<std::string> kernels;
   for (const PortableEntry& e : configs.entries) kernels.insert(e.kernel.name);
@@ -165,12 +159,17 @@ std::vector<PortableEntry> carried_entries(const SearchSpace& space, const std::
   if (any_code) {
     const Compiler compiler;
     // Into a database that exists, the binaries compiled here are stored for
-    // `cache warm` and the dispatcher; a new one is made only by a
-    // successful import (below).
+    // `cache warm` and the dispatcher (a new one is made only by a
+    // successful import, below); none is looked up there, since a stored
+    // binary has no PTX.
     std::error_code ec;
     std::optional<StoreBinaryCache> cache;
-    if (std::filesystem::exists(database, ec)) cache.emplace(database, space.kernel_name(), space.template_hash());
-    CompilePool pool(compiler, o.jobs, cache ? cache->hooks() : BinaryCacheHooks{}, CompileIn::threads);
+    BinaryCacheHooks hooks;
+    if (std::filesystem::exists(database, ec)) {
+      cache.emplace(database, space.kernel_name(), space.template_hash());
+      hooks.store = cache->hooks().store;
+    }
+    CompilePool pool(compiler, o.jobs, std::move(hooks), CompileIn::threads);
     fmt::print("{} entr(ies) of other versions of {}: compiling their configs under this version to compare their "
                "code (NVRTC {}, {} thread(s))\n",
                others.size(), space.kernel_name(), compiler.version(), pool.threads());
@@ -197,7 +196,7 @@ std::vector<PortableEntry> carried_entries(const SearchSpace& space, const std::
   }
   if (!carry.carried.empty())
     fmt::print("carried over {} of {} entr(ies) of other versions of {} to this one (template {}, definitions {}): "
-               "at its shape each compiles to the same cubin and launches the same way as when it was measured\n",
+               "at its shape each compiles to the same code and launches the same way as when it was measured\n",
                carry.carried.size(), others.size(), space.kernel_name(), space.template_hash(),
                space.definition_hash());
   return carry.carried;
@@ -311,9 +310,9 @@ void add_portable_commands(CLI::App& cache, std::shared_ptr<const std::string> d
   export_cmd->add_option("--out,-o", options->output, "File to write, e.g. best.json")->required();
   export_cmd->add_option("--kernel", options->kernel, "Only this kernel (default: every kernel)");
   export_cmd->add_option("--space", options->space,
-                         "Also write the code identity of each entry of this space's current version (its cubin "
-                         "and launch, hashed; compiled with NVRTC where the database lacks the binary), so that "
-                         "the entry carries over to later versions whose code for it is the same");
+                         "Also write the code identity of each entry of this space's current version (its code "
+                         "and launch, hashed; compiled with NVRTC), so that the entry carries over to later "
+                         "versions whose code for it is the same");
   export_cmd->add_option("--jobs,-j", options->jobs, "compile threads for --space (default: one per core)")
       ->check(whole_number(0, 1024));
   export_cmd->callback([options, db] { export_best(*db, *options); });

@@ -79,6 +79,15 @@ std::string program_cubin(nvrtcProgram program, std::string_view context) {
   return cubin;
 }
 
+std::string program_ptx(nvrtcProgram program, std::string_view context) {
+  std::size_t size = 0;
+  check(nvrtcGetPTXSize(program, &size), "nvrtcGetPTXSize", context);
+  std::string ptx(size, '\0');
+  if (size > 0) check(nvrtcGetPTX(program, ptx.data()), "nvrtcGetPTX", context);
+  if (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();  // the size counts the terminator
+  return ptx;
+}
+
 std::string describe(const CompileRequest& request) {
   return fmt::format("{} (entry {}, config {}, {})", request.source_name, request.entry,
                      request.config.empty() ? "<none>" : request.config, request.arch);
@@ -323,6 +332,7 @@ CompileResult Compiler::compile(const CompileRequest& request) const {
   CompiledBinary binary;
   binary.key = std::move(binary_key);
   binary.cubin = program_cubin(program.get(), context);
+  if (request.keep_ptx) binary.ptx = program_ptx(program.get(), context);
   binary.usage = *usage;
   binary.options = opts;
   binary.log = std::move(log);

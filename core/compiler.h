@@ -37,6 +37,10 @@ struct CompileRequest {
   /// (the dispatcher, inside a user's process where NVRTC's compute cache may
   /// answer without running ptxas) does not.  Not part of the key.
   bool require_resource_report = true;
+  /// Whether the binary keeps the PTX NVRTC generated (CompiledBinary::ptx;
+  /// tuner/code_identity.h reads it).  Not part of the key: it changes
+  /// nothing that is compiled.
+  bool keep_ptx = false;
 };
 
 /// The request that compiles `config` of `space`'s kernel at `shape` for
@@ -58,6 +62,7 @@ struct BinaryKey {
 struct CompiledBinary {
   BinaryKey key;
   std::string cubin;  // ELF bytes, loadable with cuModuleLoadData
+  std::string ptx;    // the PTX the cubin was made from, where the request kept it (keep_ptx); else empty
   ResourceUsage usage;
   std::vector<std::string> options;  // exactly as passed to NVRTC
   std::string log;                   // the full NVRTC log (ptxas report, warnings)

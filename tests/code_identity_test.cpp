@@ -1,8 +1,8 @@
 // Code identities (tuner/code_identity.h) and carrying tuned entries over to a
 // new kernel version (`mlatune cache export-best --space`, `cache import`):
-// with real NVRTC compilations of a small kernel, no GPU.  A comment, a new
-// parameter value or an unrelated constraint leave a config's identity as it
-// was; a change of its code, of its launch, of the shape it runs or of the
+// with real NVRTC compilations of a small kernel, no GPU.  A comment, new
+// constants, a new parameter value or an unrelated constraint leave a
+// config's identity as it was; a change of its code, of its launch, of the shape it runs or of the
 // architecture changes it.  Import keeps exactly the entries whose identity
 // is unchanged, refuses the rest by name, and leaves no database behind when
 // it refuses.
@@ -61,7 +61,7 @@ class CodeIdentity_ : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     // tiny.cu made to use its compiled shape variable and a parameter, so
-    // that they reach the cubin.
+    // that they reach the code.
     kernel_ = replaced(read_file(spaces / "tiny.cu"), "y[i] = scale * x[i];", "y[i] = scale * x[i] * (SHAPE_M + ITEMS + VECTOR);");
     space_ = read_file(spaces / "small.yaml");
     ASSERT_FALSE(kernel_.empty());
@@ -141,7 +141,12 @@ class CodeIdentity_ : public ::testing::Test {
 
 TEST_F(CodeIdentity_, ACommentANewValueAndAnUnrelatedConstraintKeepTheIdentity) {
   const fs::path a = version("a", kernel_, space_);
-  const fs::path b = version("b", "// a comment that moves every line down\n\n" + kernel_,
+  // A comment, and two new namespace-scope constants (NVRTC emits each as a
+  // device global: the cubin's symbols and data change, the code does not).
+  const fs::path b = version("b",
+                             "// a comment that moves every line down\n\nconstexpr int kNewTile = 64;\n"
+                             "constexpr float kNewScale = 0.5f;\n" +
+                                 kernel_,
                              replaced(replaced(space_, "ITEMS: [1, 2, 4, 8]", "ITEMS: [1, 2, 4, 8, 16]"),
                                       "  - ALGORITHM != unrolled || ITEMS >= 2",
                                       "  - ALGORITHM != unrolled || ITEMS >= 2\n  - ITEMS < 16 || THREADS <= 32"));
@@ -149,6 +154,15 @@ TEST_F(CodeIdentity_, ACommentANewValueAndAnUnrelatedConstraintKeepTheIdentity) 
   const SearchSpace sa = SearchSpace::load(a), sb = SearchSpace::load(b);
   EXPECT_NE(sa.template_hash(), sb.template_hash());
   EXPECT_NE(sa.definition_hash(), sb.definition_hash());
+  // ...and other cubins...
+  const Compiler& compiler = compiler_;
+  auto cubin = [&](const fs::path& file) {
+    const SearchSpace space = SearchSpace::load(file);
+    return compiler.compile(compile_request(space, space.parse_config(config_text), space.parse_shape(shape_text), "sm_90"))
+        .binary()
+        .cubin;
+  };
+  EXPECT_NE(cubin(a), cubin(b));
   // ...but the same code, launched the same way.
   EXPECT_EQ(identity(a), identity(b));
   EXPECT_EQ(identity(a, "ALGORITHM=tiled,THREADS=64,ITEMS=4,VECTOR=true"),
@@ -161,14 +175,14 @@ TEST_F(CodeIdentity_, TheCodeTheLaunchTheShapeAndTheArchitectureEachChangeIt) {
   // The kernel's instructions.
   const fs::path code = version("code", replaced(kernel_, "scale * x[i]", "scale * x[i] * x[i]"), space_);
   EXPECT_NE(identity(code), base);
-  // The launch: one more block, same cubin.
+  // The launch: one more block, same code.
   const fs::path launch = version(
       "launch", kernel_,
       replaced(space_, "grid: [ceil(N / (THREADS * ITEMS)), 1, 1]", "grid: [ceil(N / (THREADS * ITEMS)) + 1, 1, 1]"));
   EXPECT_NE(identity(launch), base);
   // Another shape with the same compiled M (the scalar n and the grid differ),
   // another compiled M, another architecture, another config (launched
-  // alike; the cubin differs), another config (compiled alike; the block
+  // alike; the code differs), another config (compiled alike; the block
   // differs).
   EXPECT_NE(identity(a, config_text, "N=999,M=16"), base);
   EXPECT_NE(identity(a, config_text, "N=1000,M=8"), base);
@@ -179,7 +193,49 @@ TEST_F(CodeIdentity_, TheCodeTheLaunchTheShapeAndTheArchitectureEachChangeIt) {
   EXPECT_EQ(identity(a), base);
   const SearchSpace space = SearchSpace::load(a);
   const LaunchPlan plan = plan_launch(space, space.parse_config(config_text), space.parse_shape(shape_text));
-  EXPECT_NE(code_identity("cubin", plan), code_identity("cubin ", plan));
+  CompiledBinary binary;
+  binary.ptx = ".version 9.0\n.target sm_90\n";
+  binary.options = {"--gpu-architecture=sm_90", "-DITEMS=1"};
+  const std::string one = code_identity(binary, plan);
+  binary.options = {"--gpu-architecture=sm_90", "-DITEMS=2"};  // the definitions act through the PTX only
+  EXPECT_EQ(code_identity(binary, plan), one);
+  binary.options.push_back("--ptxas-options=-O1");
+  EXPECT_NE(code_identity(binary, plan), one);
+  binary.ptx.clear();
+  EXPECT_THROW(code_identity(binary, plan), InternalError);
+}
+
+TEST(ReferencedPtx, DropsOnlyTheVariablesNothingUses) {
+  const std::string ptx =
+      "//\n// Generated by NVIDIA NVVM Compiler\n//\n\n.version 9.0\n.target sm_90\n.address_size 64\n\n"
+      "\t// .globl\tk\n"
+      ".global .align 4 .u32 _ZN3mla7kUnusedE = 384;\n"
+      ".global .align 4 .b8 _ZN3mla5tableE[8] = {1, 0, 0, 0, 2, 0, 0, 0};\n"
+      ".global .align 8 .u64 _ZN3mla9table_ptrE = generic(_ZN3mla5tableE);\n"
+      ".const .align 4 .f32 _ZN3mla6kScaleE = 0f3F000000;\n"
+      ".extern .shared .align 16 .b8 smem[];\n"
+      "\n.visible .entry k(\n\t.param .u64 k_param_0\n)\n.maxntid 128, 1, 1\n{\n"
+      "\t.reg .f32 \t%f<3>;\n\tld.const.f32 \t%f1, [_ZN3mla6kScaleE];\n"
+      "\t// _ZN3mla5tableE is named in a comment only\n\tret;\n\n}\n";
+  const std::string kept = referenced_ptx(ptx);
+  // Unused, and used only by a dropped variable's initializer: both gone.
+  EXPECT_EQ(kept.find("kUnused"), std::string::npos) << kept;
+  EXPECT_EQ(kept.find("table_ptr"), std::string::npos) << kept;
+  EXPECT_EQ(kept.find(".b8 _ZN3mla5tableE[8]"), std::string::npos) << kept;
+  // Read by the kernel, its value included; the rest verbatim.
+  EXPECT_NE(kept.find(".const .align 4 .f32 _ZN3mla6kScaleE = 0f3F000000;"), std::string::npos) << kept;
+  EXPECT_NE(kept.find(".extern .shared .align 16 .b8 smem[];"), std::string::npos) << kept;
+  EXPECT_NE(kept.find("// Generated by NVIDIA NVVM Compiler"), std::string::npos) << kept;
+  EXPECT_NE(kept.find(ptx.substr(ptx.find("\n.visible .entry k("))), std::string::npos) << kept;
+  // A changed value of a used variable is a changed text.
+  std::string other = ptx;
+  other.replace(other.find("0f3F000000"), 10, "0f3F800000");
+  EXPECT_NE(referenced_ptx(other), kept);
+  // A variable the kernel takes the address of stays, with its initializer's braces.
+  std::string addressed = ptx;
+  addressed.replace(addressed.find("\tret;"), 5, "\tmov.u64 \t%rd1, _ZN3mla5tableE;\n\tret;");
+  EXPECT_NE(referenced_ptx(addressed).find(".b8 _ZN3mla5tableE[8] = {1, 0, 0, 0, 2, 0, 0, 0};"), std::string::npos);
+  EXPECT_EQ(referenced_ptx(addressed).find("table_ptr"), std::string::npos);
 }
 
 TEST_F(CodeIdentity_, WhatCannotBeIdentifiedSaysWhy) {
@@ -251,26 +307,9 @@ TEST_F(CodeIdentity_, ExportWritesIdentitiesAndImportCarriesOnlyUnchangedCode) {
                   dir_);
   ASSERT_EQ(exported.code, 0) << exported.err;
   EXPECT_NE(exported.out.find("code identities of 1 of 1 entr(ies) of tiny"), std::string::npos) << exported.out;
-  EXPECT_NE(exported.out.find("binaries: 0 from the database, 1 compiled"), std::string::npos) << exported.out;
   const PortableConfigs file = read_portable_file(dir_ / "f.json");
   ASSERT_EQ(file.entries.size(), 1u);
   EXPECT_EQ(file.entries[0].code, identity(a));
-
-  // With the binary in the database (as after a sweep), export reads it
-  // instead of compiling, and the identity is the same.
-  write(dir_ / "configs.txt", std::string(config_text) + "\n");
-  ProgramResult compiled = run_program(cli(), {"tune", a.string(), "--shape", shape_text, "--configs-file",
-                                               (dir_ / "configs.txt").string(), "--compile-only", "--db",
-                                               (dir_ / "tuned.db").string(), "-j", "1"},
-                                       dir_);
-  ASSERT_EQ(compiled.code, 0) << compiled.out << compiled.err;
-  ProgramResult again =
-      run_program(cli(), {"cache", "--db", (dir_ / "tuned.db").string(), "export-best", "--space", a.string(), "--out",
-                          (dir_ / "again.json").string()},
-                  dir_);
-  ASSERT_EQ(again.code, 0) << again.err;
-  EXPECT_NE(again.out.find("binaries: 1 from the database, 0 compiled"), std::string::npos) << again.out;
-  EXPECT_EQ(read_portable_file(dir_ / "again.json").entries.at(0).code, identity(a));
 
   // A comment later: carried over, stored under the new version.
   ProgramResult carried = run_program(

@@ -7,11 +7,10 @@
 namespace mlatune {
 
 StoreBinaryCache::StoreBinaryCache(const std::filesystem::path& database, std::string kernel_name,
-                                   std::string template_hash, StoreMode mode)
-    : store_(std::make_unique<Store>(Store::open(database, mode))),
+                                   std::string template_hash)
+    : store_(std::make_unique<Store>(Store::open(database, StoreMode::read_write))),
       kernel_name_(std::move(kernel_name)),
-      template_hash_(std::move(template_hash)),
-      mode_(mode) {}
+      template_hash_(std::move(template_hash)) {}
 
 StoreBinaryCache::~StoreBinaryCache() = default;
 
@@ -23,7 +22,6 @@ BinaryCacheHooks StoreBinaryCache::hooks() {
     if (!record) return std::nullopt;
     return binary_from_record(*record);
   };
-  if (mode_ == StoreMode::read_only) return hooks;
   hooks.store = [this](const CompiledBinary& binary) {
     BinaryRecord record = binary_record(binary, kernel_name_, template_hash_);
     std::lock_guard lock(mutex_);

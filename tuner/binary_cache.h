@@ -7,20 +7,20 @@
 #include <mutex>
 #include <string>
 
-#include "cache/store.h"
 #include "tuner/compile_pool.h"
 
 namespace mlatune {
+
+class Store;
 
 /// Owns its own connection to the database (the pool calls the hooks from
 /// several threads; a Store is for one thread, so calls are serialized).
 class StoreBinaryCache {
  public:
   /// `kernel_name` and `template_hash` are recorded with each binary so that
-  /// `mlatune cache stale` can tell when its template changed.  Read-only:
-  /// lookups only (hooks().store is empty), the database is never written.
+  /// `mlatune cache stale` can tell when its template changed.
   StoreBinaryCache(const std::filesystem::path& database, std::string kernel_name,
-                   std::string template_hash, StoreMode mode = StoreMode::read_write);
+                   std::string template_hash);
   ~StoreBinaryCache();
   StoreBinaryCache(const StoreBinaryCache&) = delete;
   StoreBinaryCache& operator=(const StoreBinaryCache&) = delete;
@@ -33,7 +33,6 @@ class StoreBinaryCache {
   std::mutex mutex_;
   std::string kernel_name_;
   std::string template_hash_;
-  StoreMode mode_;
 };
 
 }  // namespace mlatune

@@ -1,7 +1,10 @@
 #include "tuner/code_identity.h"
 
+#include <algorithm>
+#include <cctype>
 #include <future>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -12,8 +15,189 @@
 
 namespace mlatune {
 
-std::string code_identity(std::string_view cubin, const LaunchPlan& plan) {
-  return content_hash({"mlatune code identity v1", cubin, launch_plan_text(plan)});
+namespace {
+
+bool identifier_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '%';
+}
+
+/// The identifiers of a piece of PTX, comments left out.
+std::set<std::string_view> identifiers(std::string_view text) {
+  std::set<std::string_view> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (text.compare(i, 2, "//") == 0) {
+      i = text.find('\n', i);
+      if (i == std::string_view::npos) break;
+    } else if (identifier_char(text[i])) {
+      const std::size_t start = i;
+      while (i < text.size() && identifier_char(text[i])) ++i;
+      out.insert(text.substr(start, i - start));
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+/// The text of a statement without its leading blanks and comment lines.
+std::string_view statement_body(std::string_view text) {
+  for (;;) {
+    const std::size_t start = text.find_first_not_of(" \t\r\n");
+    if (start == std::string_view::npos) return {};
+    text.remove_prefix(start);
+    if (!text.starts_with("//")) return text;
+    const std::size_t end = text.find('\n');
+    if (end == std::string_view::npos) return {};
+    text.remove_prefix(end);
+  }
+}
+
+/// The name a module-scope variable declaration declares, or empty when the
+/// statement declares no .global or .const variable.
+std::string_view declared_variable(std::string_view statement) {
+  const std::string_view body = statement_body(statement);
+  const std::size_t open = body.find_first_of("({");
+  const std::size_t assign = body.find('=');
+  // A function has its parameter list or body before any initializer.
+  if (open != std::string_view::npos && (assign == std::string_view::npos || open < assign)) return {};
+  std::string_view head = body.substr(0, std::min(assign, body.find(';')));
+  if (const std::size_t bracket = head.find('['); bracket != std::string_view::npos) head = head.substr(0, bracket);
+  bool variable_space = false;
+  std::string_view last;
+  std::size_t i = 0;
+  while (i < head.size()) {
+    if (!identifier_char(head[i]) && head[i] != '.') {
+      ++i;
+      continue;
+    }
+    const std::size_t start = i;
+    while (i < head.size() && (identifier_char(head[i]) || head[i] == '.')) ++i;
+    const std::string_view token = head.substr(start, i - start);
+    if (token == ".global" || token == ".const") variable_space = true;
+    last = token;
+  }
+  return variable_space && !last.empty() && last.front() != '.' ? last : std::string_view{};
+}
+
+/// Whether the line at `i` is a module directive that ends with its line,
+/// not with a ';' (.version 9.0, .target sm_90, .address_size 64, .file).
+bool line_directive(std::string_view ptx, std::size_t i) {
+  const std::size_t start = ptx.find_first_not_of(" \t", i);
+  if (start == std::string_view::npos) return false;
+  const std::string_view line = ptx.substr(start);
+  for (std::string_view d : {".version", ".target", ".address_size", ".file"})
+    if (line.starts_with(d) && line.size() > d.size() && (line[d.size()] == ' ' || line[d.size()] == '\t'))
+      return true;
+  return false;
+}
+
+/// Module-level statements: each runs from the end of the one before (so
+/// blanks and comments belong to the next) through its ';', through the
+/// '}' that closes a function body, or through the end of a line directive.
+/// An initializer's braces ("= {1, 2};") stay inside their statement.
+std::vector<std::string_view> statements(std::string_view ptx) {
+  std::vector<std::string_view> out;
+  std::size_t begin = 0, i = 0;
+  int depth = 0;
+  while (i < ptx.size()) {
+    const char c = ptx[i];
+    if (depth == 0 && (i == 0 || ptx[i - 1] == '\n') && line_directive(ptx, i)) {
+      const std::size_t end = ptx.find('\n', i);
+      i = end == std::string_view::npos ? ptx.size() : end + 1;
+      out.push_back(ptx.substr(begin, i - begin));
+      begin = i;
+      continue;
+    }
+    if (ptx.compare(i, 2, "//") == 0) {
+      const std::size_t end = ptx.find('\n', i);
+      i = end == std::string_view::npos ? ptx.size() : end;
+      continue;
+    }
+    if (ptx.compare(i, 2, "/*") == 0) {
+      const std::size_t end = ptx.find("*/", i + 2);
+      i = end == std::string_view::npos ? ptx.size() : end + 2;
+      continue;
+    }
+    ++i;
+    if (c == '{') {
+      ++depth;
+    } else if (c == '}') {
+      if (--depth == 0) {
+        const std::size_t next = ptx.find_first_not_of(" \t\r\n", i);
+        if (next == std::string_view::npos || ptx[next] != ';') {
+          out.push_back(ptx.substr(begin, i - begin));
+          begin = i;
+        }
+      }
+    } else if (c == ';' && depth == 0) {
+      out.push_back(ptx.substr(begin, i - begin));
+      begin = i;
+    }
+  }
+  if (begin < ptx.size()) out.push_back(ptx.substr(begin));
+  return out;
+}
+
+}  // namespace
+
+std::string referenced_ptx(std::string_view ptx) {
+  const std::vector<std::string_view> parts = statements(ptx);
+  std::vector<std::string_view> names(parts.size());
+  std::vector<std::set<std::string_view>> uses(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    names[i] = declared_variable(parts[i]);
+    uses[i] = identifiers(parts[i]);
+    if (!names[i].empty()) uses[i].erase(names[i]);  // its own declaration is no use
+  }
+  std::vector<bool> kept(parts.size(), true);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (!kept[i] || names[i].empty()) continue;
+      bool used = false;
+      for (std::size_t j = 0; j < parts.size() && !used; ++j) used = j != i && kept[j] && uses[j].count(names[i]);
+      if (!used) {
+        kept[i] = false;
+        changed = true;
+      }
+    }
+  }
+  // Canonical blanks: each statement's comment lines, then its text, one per
+  // line; a dropped declaration leaves its comment lines (NVVM's "// .globl
+  // k" before it belongs to the next kernel, not to the variable).
+  std::string out;
+  out.reserve(ptx.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string_view body = statement_body(parts[i]);
+    std::string_view prefix = parts[i].substr(0, parts[i].size() - body.size());
+    while (!prefix.empty()) {
+      const std::size_t end = prefix.find('\n');
+      std::string_view line = prefix.substr(0, end);
+      prefix = end == std::string_view::npos ? std::string_view{} : prefix.substr(end + 1);
+      const std::size_t first = line.find_first_not_of(" \t\r");
+      if (first == std::string_view::npos) continue;
+      line.remove_prefix(first);
+      out.append(line.substr(0, line.find_last_not_of(" \t\r") + 1));
+      out += '\n';
+    }
+    if (kept[i] && !body.empty()) {
+      out.append(body.substr(0, body.find_last_not_of(" \t\r\n") + 1));
+      out += '\n';
+    }
+  }
+  return out;
+}
+
+std::string code_identity(const CompiledBinary& binary, const LaunchPlan& plan) {
+  if (binary.ptx.empty())
+    throw InternalError("code_identity: the binary was compiled without its PTX (CompileRequest::keep_ptx)");
+  // The options that reach ptxas or change code generation; the definitions
+  // and include paths act only through the PTX, which is hashed.
+  std::string options;
+  for (const std::string& o : binary.options)
+    if (!o.starts_with("-D") && !o.starts_with("--include-path") && !o.starts_with("-I")) options += o + "\n";
+  return content_hash({"mlatune code identity v2", referenced_ptx(binary.ptx), options, launch_plan_text(plan)});
 }
 
 std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::vector<CodeSubject>& subjects,
@@ -44,7 +228,9 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
         out[i].refusal = "cannot launch at its shape under this version: " + plans[i].refusal;
         continue;
       }
-      compiling[i] = pool.submit(compile_request(there, config, shape, s.arch));
+      CompileRequest request = compile_request(there, config, shape, s.arch);
+      request.keep_ptx = true;
+      compiling[i] = pool.submit(std::move(request));
     } catch (const InputError& e) {
       out[i].refusal = fmt::format("not a config of this version: {}", e.what());
     }
@@ -56,7 +242,7 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
       out[i].refusal = "does not compile under this version: " + result.failure().log;
       continue;
     }
-    out[i].hash = code_identity(result.binary().cubin, plans[i]);
+    out[i].hash = code_identity(result.binary(), plans[i]);
   }
   return out;
 }
@@ -103,7 +289,7 @@ CarryOver carry_over(const SearchSpace& space, const std::vector<PortableEntry>&
     } else if (identities[i].hash != *e.code) {
       const std::string here = nvrtc_version();
       out.refused.emplace_back(
-          e, fmt::format("its code changed: cubin or launch differ under this version (identity {} in the file, "
+          e, fmt::format("its code changed: its PTX or launch differ under this version (identity {} in the file, "
                          "{} here{})",
                          e.code->substr(0, 8), identities[i].hash.substr(0, 8),
                          e.toolchain.nvrtc_version == here

@@ -1,13 +1,22 @@
-// What a measurement measured, as one hash: the cubin a config compiles to at
+// What a measurement measured, as one hash: the code a config compiles to at
 // a shape and the launch it gets there (core/launch_plan.h).  A template or
 // space change makes a new kernel version, and every time measured under the
 // old one is then refused (cache/portable_configs.h), although most such
 // changes (a new algorithm behind its own #if, a comment, a new parameter
-// value) leave most configs' machine code byte for byte as it was.  Equal
-// identities under two versions mean the same instructions launched the same
-// way, so the time measured under the first holds under the second; a
-// different NVRTC build, another option or any change of the code or the
-// launch makes them differ (the cubin names the ptxas release that wrote it).
+// value) leave most configs' machine code as it was.  Equal identities under
+// two versions mean the same instructions launched the same way, so the time
+// measured under the first holds under the second.
+//
+// The code is the PTX NVRTC generated (its header names the compiler build,
+// which also runs ptxas) with the module-scope variables that nothing in it
+// references left out, and the options that reach ptxas.  Not the cubin's
+// bytes: NVRTC emits every namespace-scope constexpr of a template as a
+// device global, so a template that gains one constant (as every new
+// algorithm does) changes every cubin's symbol table and data while the
+// instructions of each kernel stay byte for byte the same (seen on
+// fused_mla_attention when EXPAND_GEMM gained fma_cluster).  ptxas turns the
+// same PTX into the same SASS; a referenced variable stays in, initial
+// values included, so a changed lookup table still changes the identity.
 // Needs NVRTC, no GPU.
 #pragma once
 #include <string>
@@ -23,8 +32,16 @@ namespace mlatune {
 
 class SearchSpace;
 
-/// The identity of a cubin launched as `plan` says: 32 hex digits.
-std::string code_identity(std::string_view cubin, const LaunchPlan& plan);
+/// The PTX without the module-scope variable declarations (.global, .const)
+/// whose names appear nowhere else in it, repeated until none is left (a
+/// variable referenced only from a dropped one's initializer goes too);
+/// everything else verbatim, but for blank lines and the blanks around each
+/// module-level statement and comment line.
+std::string referenced_ptx(std::string_view ptx);
+
+/// The identity of a compiled binary (compiled with keep_ptx) launched as
+/// `plan` says: 32 hex digits.
+std::string code_identity(const CompiledBinary& binary, const LaunchPlan& plan);
 
 /// One config at one shape, compiled for the architecture of the device
 /// `arch` names (the space's `requires:` may raise it, as in a sweep).
@@ -42,7 +59,9 @@ struct CodeIdentity {
 };
 
 /// The identities of `subjects` under `space`, compiled through `pool` (all
-/// submitted before the first is awaited).  A failing NVRTC (not a failing
+/// submitted before the first is awaited) with their PTX kept: a pool whose
+/// hooks look binaries up elsewhere must not be used, since a stored binary
+/// has no PTX.  A failing NVRTC (not a failing
 /// compilation) throws EnvironmentError.
 std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::vector<CodeSubject>& subjects,
                                           CompilePool& pool);

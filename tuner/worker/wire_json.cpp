@@ -271,7 +271,8 @@ json encode(const CompileRequest& r) {
   for (const auto& [name, value] : r.definitions) definitions.push_back({name, value});
   return {{"source", r.source},   {"source_name", r.source_name},       {"entry", r.entry},
           {"arch", r.arch},       {"definitions", std::move(definitions)}, {"extra_options", r.extra_options},
-          {"config", r.config},   {"require_resource_report", r.require_resource_report}};
+          {"config", r.config},   {"require_resource_report", r.require_resource_report},
+          {"keep_ptx", r.keep_ptx}};
 }
 
 CompileRequest decode_compile_request(const json& j) {
@@ -288,6 +289,7 @@ CompileRequest decode_compile_request(const json& j) {
   r.extra_options = texts(j, "extra_options");
   r.config = text(j, "config");
   r.require_resource_report = flag(j, "require_resource_report");
+  r.keep_ptx = flag(j, "keep_ptx");
   return r;
 }
 
@@ -305,6 +307,7 @@ json encode(const CompileResult& r) {
     j["ptxas_seconds"] = b.ptxas_seconds;
     j["arch"] = b.arch;
     j["entry"] = b.entry;
+    j["ptx"] = b.ptx;
   } else {
     j["message"] = r.failure().message;
   }
@@ -325,6 +328,7 @@ CompileResult decode_compile_result(const json& j) {
     b.ptxas_seconds = number(j, "ptxas_seconds");
     b.arch = text(j, "arch");
     b.entry = text(j, "entry");
+    b.ptx = text(j, "ptx");
     return CompileResult(std::move(b));
   }
   CompileFailure f;
