@@ -50,6 +50,23 @@ TEST(Compiler, SmallKernelGivesCubinAndResourceReport) {
   EXPECT_NE(binary.log.find("Compiling entry function 'scale_vector'"), std::string::npos);
   EXPECT_GT(binary.compile_seconds, 0.0);
   EXPECT_TRUE(std::regex_match(binary.key.hash, std::regex("[0-9a-f]{32}")));
+  EXPECT_TRUE(binary.ptx.empty()) << "the PTX is kept only where asked";
+}
+
+TEST(Compiler, KeepsThePtxWhereAskedWithoutChangingTheKeyOrTheCubin) {
+  Compiler compiler;
+  CompileRequest request = small_request();
+  const CompileResult plain = compiler.compile(request);
+  request.keep_ptx = true;
+  const CompileResult kept = compiler.compile(request);
+  ASSERT_TRUE(plain.ok() && kept.ok());
+  EXPECT_EQ(kept.key(), plain.key());
+  EXPECT_EQ(kept.binary().cubin, plain.binary().cubin);
+  const std::string& ptx = kept.binary().ptx;
+  EXPECT_NE(ptx.find(".target sm_90"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find(".entry scale_vector("), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("// Cuda compilation tools, release"), std::string::npos) << ptx;
+  EXPECT_EQ(ptx.find('\0'), std::string::npos) << "no terminator kept";
 }
 
 TEST(Compiler, ReportsCpuAndPtxasTimeWithinTheWallTime) {

@@ -102,6 +102,7 @@ TEST(WorkerCodec, EveryRequestRoundTrips) {
   compile.extra_options = {"--include-path=/x"};
   compile.config = "A=1,B=x y";
   compile.require_resource_report = false;
+  compile.keep_ptx = true;
   CompileRequest c = round_trip_request(CompileJobRequest{compile}).request;
   EXPECT_EQ(c.source, compile.source);
   EXPECT_EQ(c.source_name, "k.cu");
@@ -111,6 +112,7 @@ TEST(WorkerCodec, EveryRequestRoundTrips) {
   EXPECT_EQ(c.extra_options, compile.extra_options);
   EXPECT_EQ(c.config, compile.config);
   EXPECT_FALSE(c.require_resource_report);
+  EXPECT_TRUE(c.keep_ptx);
 }
 
 TEST(WorkerCodec, EveryReplyRoundTrips) {
@@ -166,6 +168,7 @@ TEST(WorkerCodec, EveryReplyRoundTrips) {
   binary.ptxas_seconds = 0.75;
   binary.arch = "sm_90";
   binary.entry = "k";
+  binary.ptx = ".version 9.0\n.target sm_90\n";
   const CompileResult ok = round_trip_reply(CompiledReply{CompileResult(binary)}).result;
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok.binary().key, binary.key);
@@ -178,6 +181,7 @@ TEST(WorkerCodec, EveryReplyRoundTrips) {
   EXPECT_DOUBLE_EQ(ok.binary().ptxas_seconds, 0.75);
   EXPECT_EQ(ok.binary().arch, "sm_90");
   EXPECT_EQ(ok.binary().entry, "k");
+  EXPECT_EQ(ok.binary().ptx, binary.ptx);
   CompileFailure failure;
   failure.key = binary.key;
   failure.log = "k.cu(1): error: x";
