@@ -250,7 +250,8 @@ TEST_F(CodeIdentity_, WhatCannotBeIdentifiedSaysWhy) {
   EXPECT_NE(out[0].refusal.find("not a valid config at its shape under this version: ALGORITHM != unrolled"),
             std::string::npos)
       << out[0].refusal;
-  EXPECT_NE(out[1].refusal.find("not a config of this version"), std::string::npos) << out[1].refusal;
+  EXPECT_NE(out[1].refusal.find("its config or shape does not parse under this version"), std::string::npos)
+      << out[1].refusal;
   EXPECT_NE(out[2].refusal.find("VECTOR == 0 || M % 4 == 0"), std::string::npos) << out[2].refusal;
   const fs::path broken = version("broken", replaced(kernel_, "if (i < n)", "if (i < n) undeclared();"), space_);
   const std::vector<CodeIdentity> failed = identities(broken, {{shape_text, config_text, "sm_90"}});

@@ -232,7 +232,7 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
       request.keep_ptx = true;
       compiling[i] = pool.submit(std::move(request));
     } catch (const InputError& e) {
-      out[i].refusal = fmt::format("not a config of this version: {}", e.what());
+      out[i].refusal = fmt::format("its config or shape does not parse under this version: {}", e.what());
     }
   }
   for (std::size_t i = 0; i < subjects.size(); ++i) {
