@@ -33,9 +33,10 @@ struct PortableEntry {
   std::optional<ErrorFigures> error;
   std::optional<ResourceUsage> resources;
   std::string measured_at;
-  /// What ran when the time was measured, as a hash of the cubin and of the
-  /// launch at the shape (tuner/code_identity.h), written by `export-best
-  /// --space` for entries of that space's version; absent in older files.
+  /// What ran when the time was measured, as a hash of the code (the PTX
+  /// its variables nothing references left out) and of the launch at the
+  /// shape (tuner/code_identity.h), written by `export-best --space` for
+  /// entries of that space's version; absent in older files.
   /// It lets an entry outlive a template or space change that leaves its
   /// code as it was.
   std::optional<std::string> code;

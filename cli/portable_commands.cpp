@@ -146,8 +146,8 @@ bool runnable_where_measured(const SearchSpace& space, const PortableEntry& entr
 }
 
 /// The entries of other versions that carry over to `space`'s current one
-/// (same code identity: tuner/code_identity.h), compiled over the
-/// database's binaries (new ones are stored there for `cache warm` and the
+/// (same code identity: tuner/code_identity.h), each compiled here (into a
+/// database that exists, the binaries are stored for `cache warm` and the
 /// dispatcher).  InputError naming the first that does not, unless
 /// `skip_other_versions`.
 std::vector<PortableEntry> carried_entries(const SearchSpace& space, const std::filesystem::path& database,

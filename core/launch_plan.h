@@ -100,7 +100,7 @@ LaunchPlan plan_launch(const SearchSpace& space, const Config& config, const Sha
 /// The plan as canonical text, one line per part: each entry with its grid,
 /// block and dynamic shared memory, the workspace bytes, and what every
 /// argument slot receives.  Equal texts mean the launches are the same
-/// (tuner/code_identity.h hashes it with the cubin).
+/// (tuner/code_identity.h hashes it with the code).
 std::string launch_plan_text(const LaunchPlan& plan);
 
 }  // namespace mlatune
