@@ -143,12 +143,7 @@ std::string launch_plan_text(const LaunchPlan& plan) {
   out += fmt::format("main {} {}\n", plan.steps.entry, geometry_text(plan.steps.geometry));
   out += fmt::format("workspace bytes {}\n", fmt::join(plan.steps.workspace_bytes, ","));
   for (const ArgumentSlot& slot : plan.arguments.slots)
-    out += fmt::format("argument {} {} {:#x}\n",
-                       slot.role == ArgumentRole::input    ? "input"
-                       : slot.role == ArgumentRole::output ? "output"
-                       : slot.role == ArgumentRole::scalar ? "scalar"
-                                                           : "workspace",
-                       slot.index, slot.packed);
+    out += fmt::format("argument {} {} {:#x}\n", argument_role_name(slot.role), slot.index, slot.packed);
   if (!plan.ok()) out += "refused: " + plan.refusal + "\n";
   return out;
 }

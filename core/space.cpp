@@ -36,6 +36,16 @@ std::string_view element_type_name(ElementType type) {
   return "?";
 }
 
+std::string_view argument_role_name(ArgumentRole role) {
+  switch (role) {
+    case ArgumentRole::input: return "input";
+    case ArgumentRole::output: return "output";
+    case ArgumentRole::scalar: return "scalar";
+    case ArgumentRole::workspace: return "workspace";
+  }
+  return "?";
+}
+
 // ---- Expression ----------------------------------------------------------------
 
 Expression::Expression() : impl_(std::make_unique<Impl>()) {}
@@ -332,11 +342,7 @@ std::string SearchSpace::definition_hash() const {
     out += fmt::format("prologue.when={}\n", s.prologue->when ? canonical(*s.prologue->when) : "");
   }
   for (const Argument& a : s.arguments) {
-    out += fmt::format("argument {} {} {}", a.name, element_type_name(a.type),
-                       a.role == ArgumentRole::input    ? "input"
-                       : a.role == ArgumentRole::output ? "output"
-                       : a.role == ArgumentRole::scalar ? "scalar"
-                                                        : "workspace");
+    out += fmt::format("argument {} {} {}", a.name, element_type_name(a.type), argument_role_name(a.role));
     for (const Expression& e : a.shape) out += " [" + canonical(e) + "]";
     if (a.value) out += " = " + canonical(*a.value);
     out += "\n";

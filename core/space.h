@@ -85,6 +85,8 @@ class Expression {
 /// by the framework only for configs whose prologue runs (else a null
 /// pointer), never validated, contents undefined on entry.
 enum class ArgumentRole { input, output, scalar, workspace };
+/// "input", "output", "scalar", "workspace".
+std::string_view argument_role_name(ArgumentRole);
 
 /// One kernel argument, in launch order.
 struct Argument {
