@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <future>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -205,6 +206,7 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
   std::vector<CodeIdentity> out(subjects.size());
   std::vector<std::optional<std::shared_future<CompileResult>>> compiling(subjects.size());
   std::vector<LaunchPlan> plans(subjects.size());
+  std::map<std::string, SearchSpace> per_device;  // the space as each device architecture sees it
   for (std::size_t i = 0; i < subjects.size(); ++i) {
     const CodeSubject& s = subjects[i];
     try {
@@ -216,7 +218,9 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
     try {
       // The device's view of the space: a config needing an architecture
       // that device lacks is invalid there, as in a sweep on it.
-      const SearchSpace there = space.for_device(s.arch);
+      auto found = per_device.find(s.arch);
+      if (found == per_device.end()) found = per_device.emplace(s.arch, space.for_device(s.arch)).first;
+      const SearchSpace& there = found->second;
       const Config config = there.parse_config(s.config);
       const Shape shape = there.parse_shape(s.shape);
       if (const Validity v = there.check(config, shape); !v.valid) {
