@@ -154,31 +154,27 @@ std::vector<PortableEntry> carried_entries(const SearchSpace& space, const std::
                                            const PortableOptions& o, const std::vector<PortableEntry>& others,
                                            std::size_t current_count) {
   if (others.empty()) return {};
+  // Only entries with an identity are compiled (carry_over); into a
+  // database that exists, their binaries are stored for `cache warm` and
+  // the dispatcher (a new one is made only by a successful import, below);
+  // none is looked up there, since a stored binary has no PTX.
   const bool any_code = std::any_of(others.begin(), others.end(), [](const PortableEntry& e) { return e.code; });
-  CarryOver carry;
+  const Compiler compiler;
+  std::error_code ec;
+  std::optional<StoreBinaryCache> cache;
+  BinaryCacheHooks hooks;
+  if (any_code && std::filesystem::exists(database, ec)) {
+    cache.emplace(database, space.kernel_name(), space.template_hash());
+    hooks.store = cache->hooks().store;
+  }
+  CompilePool pool(compiler, o.jobs, std::move(hooks), CompileIn::threads);
   if (any_code) {
-    const Compiler compiler;
-    // Into a database that exists, the binaries compiled here are stored for
-    // `cache warm` and the dispatcher (a new one is made only by a
-    // successful import, below); none is looked up there, since a stored
-    // binary has no PTX.
-    std::error_code ec;
-    std::optional<StoreBinaryCache> cache;
-    BinaryCacheHooks hooks;
-    if (std::filesystem::exists(database, ec)) {
-      cache.emplace(database, space.kernel_name(), space.template_hash());
-      hooks.store = cache->hooks().store;
-    }
-    CompilePool pool(compiler, o.jobs, std::move(hooks), CompileIn::threads);
     fmt::print("{} entr(ies) of other versions of {}: compiling their configs under this version to compare their "
                "code (NVRTC {}, {} thread(s))\n",
                others.size(), space.kernel_name(), compiler.version(), pool.threads());
     std::fflush(stdout);
-    carry = carry_over(space, others, pool);
-  } else {
-    for (const PortableEntry& e : others)
-      carry.refused.emplace_back(e, "the file gives no code identity for it (written without `export-best --space`)");
   }
+  const CarryOver carry = carry_over(space, others, pool);
   if (!carry.refused.empty()) {
     const auto& [first, why] = carry.refused.front();
     const std::string what = fmt::format(
