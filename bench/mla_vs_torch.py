@@ -249,6 +249,7 @@ class RandomResult:
     first_call_stand_in: bool = False  # the first call ran a stand-in while its choice compiled
     triton: Optional[Row] = None
     race_launches: int = 0        # launches until the dispatcher's race settled (0: no race)
+    first_call_phases: str = ""   # where the first call's host time went (Mlatune.FIRST_USE_PHASES), ms
 
     @property
     def reason(self) -> str:
@@ -300,7 +301,8 @@ def random_summary(results: Sequence[RandomResult]) -> str:
 
 RANDOM_CSV_COLUMNS = ("B", "T", "H", "D", "R", "reason", "choice", "mlatune_us", "sdpa_us", "ratio_sdpa_over_mlatune",
                       "triton_us", "ratio_triton_over_mlatune", "mlatune_rel_l2", "sdpa_rel_l2", "triton_rel_l2",
-                      "first_call_ms", "first_call_compiles", "first_call_stand_in", "race_launches", "note")
+                      "first_call_ms", "first_call_compiles", "first_call_stand_in", "race_launches",
+                      "first_call_phases", "note")
 
 
 def _median(row: Optional[Row]) -> float:
@@ -326,7 +328,8 @@ def write_random_csv(results: Sequence[RandomResult], path: Path) -> None:
                              cell(r.ratio, ".4f"), cell(_median(r.triton)), cell(r.triton_ratio, ".4f"),
                              cell(_rel_l2(r.mlatune), ".3e"), cell(_rel_l2(r.sdpa), ".3e"),
                              cell(_rel_l2(r.triton), ".3e"), cell(r.first_call_ms, ".4f"),
-                             r.first_call_compiles, int(r.first_call_stand_in), r.race_launches, notes])
+                             r.first_call_compiles, int(r.first_call_stand_in), r.race_launches,
+                             r.first_call_phases, notes])
 
 
 def format_random_report(results: Sequence[RandomResult], method: str, environment: str) -> str:
@@ -657,6 +660,8 @@ class Mlatune:
         lib.mlatune_runs_stand_in.restype = ctypes.c_int
         lib.mlatune_race_state.argtypes = lib.mlatune_runs_stand_in.argtypes
         lib.mlatune_race_state.restype = ctypes.c_int
+        lib.mlatune_first_use_ns.argtypes = [handle_p, ctypes.POINTER(ctypes.c_ulonglong)]
+        lib.mlatune_first_use_ns.restype = ctypes.c_int
 
         self._handle = handle_p()
         self._check("mlatune_open", lib.mlatune_open(os.fsencode(database), os.fsencode(space),
@@ -681,6 +686,16 @@ class Mlatune:
             size *= 16
         self._check("mlatune_choice", status)
         return buffer.value.decode("utf-8", "replace")
+
+    # cache/c_api.h's MLATUNE_PHASE_* in order: where a first use's host time goes.
+    FIRST_USE_PHASES = ("choose", "store_read", "load", "ready", "miss", "rank", "queue", "launch", "workspace",
+                        "lock_wait")
+
+    def first_use_ns(self) -> list[int]:
+        """The dispatcher's first-use host time so far, by phase (FIRST_USE_PHASES), in ns."""
+        phases = (ctypes.c_ulonglong * len(self.FIRST_USE_PHASES))()
+        self._check("mlatune_first_use_ns", self._lib.mlatune_first_use_ns(self._handle, phases))
+        return list(phases)
 
     def compile_count(self) -> int:
         count = ctypes.c_ulonglong(0)
@@ -1334,19 +1349,30 @@ def write_outputs(rows: Sequence[Row], run: GpuRun, method: str) -> None:
         print(f"FLAGGED: {r.implementation} at {r.shape.label}: rel-L2 {r.rel_l2:.2e} > {REL_L2_TOLERANCE:g}")
 
 
-def first_call(mlatune: Mlatune, inputs, out, stream_handle: int) -> tuple[float, int]:
-    """Host ms of mlatune's first call at a shape (choice, binary load or compile, enqueue), and
-    the NVRTC compilations it ran; the GPU is idle before, and the call's work is waited for after,
-    outside the timed region."""
+def phase_text(before: Sequence[int], after: Sequence[int], host_ms: float) -> str:
+    """Where a first call's host_ms went, from the dispatcher's first-use phases before and after
+    it: "choose 0.310, store_read 0.570, ..., rest 0.120" in ms, the phases that took any time
+    (workspace is part of launch; rest is what no phase covers: the C ABI, ctypes, Python)."""
+    ms = [(a - b) * 1e-6 for a, b in zip(after, before)]
+    named = dict(zip(Mlatune.FIRST_USE_PHASES, ms))
+    rest = host_ms - sum(v for name, v in named.items() if name != "workspace")
+    return ", ".join([f"{name} {v:.3f}" for name, v in named.items() if v > 0] + [f"rest {rest:.3f}"])
+
+
+def first_call(mlatune: Mlatune, inputs, out, stream_handle: int) -> tuple[float, int, str]:
+    """Host ms of mlatune's first call at a shape (choice, binary load or compile, enqueue), the
+    NVRTC compilations it ran, and where its time went (phase_text); the GPU is idle before, and
+    the call's work is waited for after, outside the timed region."""
     import torch
 
     torch.cuda.synchronize()
     compiles = mlatune.compile_count()
+    phases = mlatune.first_use_ns()
     started = time.perf_counter()
     mlatune.attention(*inputs, out, stream_handle)
     host_ms = (time.perf_counter() - started) * 1e3
     torch.cuda.synchronize()
-    return host_ms, mlatune.compile_count() - compiles
+    return host_ms, mlatune.compile_count() - compiles, phase_text(phases, mlatune.first_use_ns(), host_ms)
 
 
 RACE_LAUNCH_LIMIT = 200
@@ -1377,7 +1403,8 @@ def random_mlatune(run: GpuRun, result: RandomResult, inputs, reference) -> None
     stream_handle = timer.stream.cuda_stream
     try:
         result.choice = mlatune.choice(shape)
-        result.first_call_ms, result.first_call_compiles = first_call(mlatune, inputs, out, stream_handle)
+        result.first_call_ms, result.first_call_compiles, result.first_call_phases = first_call(
+            mlatune, inputs, out, stream_handle)
         # Timed from here is the steady state: the chosen binary, not a
         # stand-in still running while it compiles in the background.
         result.first_call_stand_in = mlatune.runs_stand_in(shape)

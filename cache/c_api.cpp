@@ -119,6 +119,23 @@ int mlatune_compile_count(const mlatune_dispatcher* dispatcher, unsigned long lo
   });
 }
 
+int mlatune_first_use_ns(const mlatune_dispatcher* dispatcher, unsigned long long ns[MLATUNE_PHASE_COUNT]) {
+  return guarded([&] {
+    require(dispatcher != nullptr && ns != nullptr, "mlatune_first_use_ns: NULL argument");
+    const mlatune::DispatcherStats s = dispatcher->dispatcher->stats();
+    ns[MLATUNE_PHASE_CHOOSE] = s.choose_ns;
+    ns[MLATUNE_PHASE_STORE_READ] = s.store_read_ns;
+    ns[MLATUNE_PHASE_LOAD] = s.load_ns;
+    ns[MLATUNE_PHASE_READY] = s.ready_ns;
+    ns[MLATUNE_PHASE_MISS] = s.miss_ns;
+    ns[MLATUNE_PHASE_RANK] = s.rank_ns;
+    ns[MLATUNE_PHASE_QUEUE] = s.queue_ns;
+    ns[MLATUNE_PHASE_FIRST_LAUNCH] = s.first_launch_ns;
+    ns[MLATUNE_PHASE_WORKSPACE] = s.workspace_ns;
+    ns[MLATUNE_PHASE_LOCK_WAIT] = s.lock_wait_ns;
+  });
+}
+
 int mlatune_set_compile_mode(mlatune_dispatcher* dispatcher, int mode) {
   return guarded([&] {
     require(dispatcher != nullptr, "mlatune_set_compile_mode: dispatcher is NULL");

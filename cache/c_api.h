@@ -56,6 +56,27 @@ const char* mlatune_last_error(const mlatune_dispatcher* dispatcher);
  * from the database), on callers' threads and in the background. */
 int mlatune_compile_count(const mlatune_dispatcher* dispatcher, unsigned long long* count);
 
+/* Host time callers' threads spent in first uses of shapes so far, summed
+ * over shapes, by phase, in nanoseconds: ns[MLATUNE_PHASE_*] for each phase
+ * below (work the background thread does for races and compiles is not
+ * counted).  Take it before and after a call to see where that call's first
+ * use went.  The first launch's time includes its workspaces' allocation
+ * (also given apart); the phases do not overlap otherwise. */
+enum {
+  MLATUNE_PHASE_CHOOSE = 0,      /* the selector: index lookup, repair */
+  MLATUNE_PHASE_STORE_READ = 1,  /* cubins read from the database */
+  MLATUNE_PHASE_LOAD = 2,        /* cubins loaded into the context */
+  MLATUNE_PHASE_READY = 3,       /* kernel attributes, shared-memory opt-in */
+  MLATUNE_PHASE_MISS = 4,        /* the untuned shape counted in the database */
+  MLATUNE_PHASE_RANK = 5,        /* stand-ins ranked (the choice's binary absent) */
+  MLATUNE_PHASE_QUEUE = 6,       /* the choice's background compile queued */
+  MLATUNE_PHASE_FIRST_LAUNCH = 7,
+  MLATUNE_PHASE_WORKSPACE = 8,   /* inside the first launch: workspaces allocated and freed */
+  MLATUNE_PHASE_LOCK_WAIT = 9,   /* waiting for the background thread's load or store to end */
+  MLATUNE_PHASE_COUNT = 10
+};
+int mlatune_first_use_ns(const mlatune_dispatcher* dispatcher, unsigned long long ns[MLATUNE_PHASE_COUNT]);
+
 /* ---- compiling -------------------------------------------------------------
  * By default a launch never waits for NVRTC while a binary is ready: where
  * the chosen config's binary is neither loaded nor in the database, the shape
@@ -78,9 +99,11 @@ int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, 
 
 /* ---- races at untuned shapes -------------------------------------------------
  * At a shape nobody tuned the dispatcher readies the selector's first four
- * configs (MLATUNE_RACE=N: N of them; 0 or 1: no race) in the background and
- * times them on the shape's next launches (CUDA events on the caller's
- * stream, never waited for), then runs the fastest; mlatune_choice_for says
+ * configs (MLATUNE_RACE=N: N of them; 0 or 1: no race), plus up to two that
+ * launch more blocks where the first leaves SMs idle (MLATUNE_RACE_FILL=N: N
+ * of those), in the background and times them on the shape's next launches
+ * (CUDA events on the caller's stream, never waited for), then runs the
+ * fastest; mlatune_choice_for says
  * how it went.  Every raced config is valid at the shape: outputs are right
  * throughout, their last bits may differ until the race settles. */
 enum { MLATUNE_NO_RACE = 0, MLATUNE_RACING = 1, MLATUNE_RACE_SETTLED = 2 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@ std::string_view to_string(ChoiceReason reason) {
     case ChoiceReason::hit: return "hit";
     case ChoiceReason::nearest: return "nearest";
     case ChoiceReason::repaired: return "repaired";
+    case ChoiceReason::filled: return "filled";
     case ChoiceReason::fallback: return "fallback";
     case ChoiceReason::default_config: return "default";
     case ChoiceReason::first_valid: return "first_valid";
@@ -31,6 +33,10 @@ double shape_distance(const Shape& a, const Shape& b) {
   for (std::size_t i = 0; i < a.values.size() && i < b.values.size(); ++i)
     d += std::abs(std::log(static_cast<double>(a.values[i]) / static_cast<double>(b.values[i])));
   return d;
+}
+
+std::int64_t blocks_of(const LaunchGeometry& geometry) {
+  return geometry.grid[0] * geometry.grid[1] * geometry.grid[2];
 }
 
 }  // namespace
@@ -114,6 +120,55 @@ std::vector<Choice> DispatchIndex::ranked(const Shape& shape, std::size_t limit,
   add_first_valid(ranking);
   if (ranking.list.empty()) ranking.list.push_back(none(shape));
   return std::move(ranking.list);
+}
+
+std::vector<Choice> DispatchIndex::filling_variants(const Choice& choice, const Shape& shape,
+                                                    std::size_t limit) const {
+  const std::int64_t sms = target_.device.sm_count;
+  if (!choice.ok() || limit == 0 || sms <= 0) return {};
+  const LaunchGeometry own = space_->geometry(choice.config, shape);
+  if (!own.valid() || blocks_of(own) >= sms) return {};
+  struct Variant {
+    Config config;
+    ParameterChange change;
+    std::int64_t blocks;
+  };
+  std::vector<Variant> variants;
+  const std::vector<Parameter>& parameters = space_->parameters();
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    const std::uint32_t from = choice.config.choice[p];
+    for (std::uint32_t to = 0; to < parameters[p].numeric.size(); ++to) {
+      if (to == from) continue;
+      Config config = choice.config;
+      config.choice[p] = to;
+      const LaunchGeometry geometry = space_->geometry(config, shape);
+      if (!geometry.valid() || blocks_of(geometry) <= blocks_of(own)) continue;
+      if (!repairer_.rejection(config, shape).empty()) continue;
+      variants.push_back(Variant{std::move(config), ParameterChange{p, from, to, {}}, blocks_of(geometry)});
+    }
+  }
+  // Every SM busy with the least splitting first; short of that, the most blocks.
+  const auto rank = [&](const Variant& v) {
+    const bool fills = v.blocks >= sms;
+    const std::uint32_t step = v.change.to > v.change.from ? v.change.to - v.change.from : v.change.from - v.change.to;
+    return std::make_tuple(!fills, fills ? v.blocks : -v.blocks, step, v.change.parameter, v.change.to);
+  };
+  std::stable_sort(variants.begin(), variants.end(),
+                   [&](const Variant& a, const Variant& b) { return rank(a) < rank(b); });
+  std::vector<Choice> filled;
+  for (Variant& v : variants) {
+    if (filled.size() >= limit) break;
+    v.change.why = fmt::format("{} blocks instead of {} on {} SMs", v.blocks, blocks_of(own), sms);
+    Choice variant = choice;
+    variant.reason = ChoiceReason::filled;
+    variant.config = std::move(v.config);
+    variant.changes = {v.change};
+    variant.repair = repairer_.describe(variant.changes);
+    variant.explanation = fmt::format("filled: the selector's choice with {}", variant.repair);
+    finish(variant, shape);
+    filled.push_back(std::move(variant));
+  }
+  return filled;
 }
 
 void DispatchIndex::add_hit(Ranking& ranking) const {

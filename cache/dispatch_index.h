@@ -39,6 +39,7 @@ enum class ChoiceReason {
   hit,          // tuned at this shape on this device
   nearest,      // tuned at another shape (or on another device), valid here
   repaired,     // a nearby tuned config, changed in a few parameters to be valid here
+  filled,       // a choice changed in one parameter so that its grid fills the device (races only)
   fallback,     // one of the space's `fallbacks:`
   default_config,  // the space's default config
   first_valid,  // the default is invalid here: the first valid config
@@ -115,6 +116,18 @@ class DispatchIndex {
   /// ranked; the first choice is the same either way when the extra entries
   /// need no fewer changes.
   std::vector<Choice> ranked(const Shape& shape, std::size_t limit, std::size_t neighbors = 0) const;
+
+  /// Where `choice`'s main kernel launches fewer blocks at `shape` than the
+  /// target device has SMs (a tile borrowed from a shape with more queries
+  /// or heads leaves SMs idle), the configs one parameter away from it that
+  /// launch more blocks there: first the one with the fewest blocks that
+  /// still gives every SM one, then those short of that, most blocks first.
+  /// At most `limit`; empty when the choice fills the device, when the
+  /// device's SM count is unknown, or when no such config can run the shape.
+  /// Their reason is `filled` and `repair` says what changed and the block
+  /// counts.  The dispatcher races them beside the selector's picks: a
+  /// guess at what to time, never at what wins.
+  std::vector<Choice> filling_variants(const Choice& choice, const Shape& shape, std::size_t limit) const;
 
   /// A stored binary for `choice`, or nullopt when absent or when its record
   /// says it was made for another architecture, NVRTC, kernel or template

@@ -28,6 +28,10 @@ namespace mlatune {
 struct RaceOptions {
   std::size_t candidates = 4;
   std::size_t samples = 3;
+  /// Also raced, beyond `candidates`: up to this many configs one parameter
+  /// away from the selector's choice that launch more blocks where the
+  /// choice leaves SMs idle (DispatchIndex::filling_variants).
+  std::size_t filling = 2;
   bool enabled() const { return candidates >= 2 && samples >= 1; }
 };
 

@@ -29,20 +29,41 @@
 namespace mlatune {
 namespace {
 
-/// Adds the host time of its scope to a counter (first uses only: never on
-/// the hit path).
+/// Set on a caller's thread while it makes a shape's first use (and its
+/// first launch): the phases count only that time, not the same steps run by
+/// the background thread for a race or a compile.
+thread_local bool in_first_use = false;
+
+/// Marks the calling thread as making a first use for its scope.
+class FirstUseScope {
+ public:
+  FirstUseScope() : outer_(in_first_use) { in_first_use = true; }
+  ~FirstUseScope() { in_first_use = outer_; }
+  FirstUseScope(const FirstUseScope&) = delete;
+  FirstUseScope& operator=(const FirstUseScope&) = delete;
+
+ private:
+  bool outer_;
+};
+
+/// Adds the host time of its scope to a counter when it runs inside a
+/// caller's first use (FirstUseScope); elsewhere it does nothing.  Never on
+/// the hit path.
 class PhaseTimer {
  public:
-  explicit PhaseTimer(std::atomic<std::uint64_t>& sum) : sum_(sum), start_(std::chrono::steady_clock::now()) {}
+  explicit PhaseTimer(std::atomic<std::uint64_t>& sum)
+      : sum_(in_first_use ? &sum : nullptr),
+        start_(sum_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
   ~PhaseTimer() {
-    sum_ += static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+    if (sum_)
+      *sum_ += static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
   }
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;
 
  private:
-  std::atomic<std::uint64_t>& sum_;
+  std::atomic<std::uint64_t>* sum_;
   std::chrono::steady_clock::time_point start_;
 };
 
@@ -142,10 +163,12 @@ constexpr std::size_t race_neighbors = 8;
 
 constexpr std::size_t max_stack_arguments = 32;
 
-/// MLATUNE_RACE: N >= 2 races N candidates, 0 or 1 turns races off; unset or
-/// not a number leaves the options alone.
-std::optional<std::size_t> race_candidates_from_environment() {
-  const char* value = std::getenv("MLATUNE_RACE");
+/// A count from the environment variable `name` (at most 64); unset or not a
+/// number leaves the options alone.  MLATUNE_RACE: N >= 2 races N
+/// candidates, 0 or 1 turns races off.  MLATUNE_RACE_FILL: the filling
+/// variants raced beside them (0: none).
+std::optional<std::size_t> count_from_environment(const char* name) {
+  const char* value = std::getenv(name);
   if (!value || !*value) return std::nullopt;
   char* end = nullptr;
   const unsigned long long n = std::strtoull(value, &end, 10);
@@ -230,7 +253,7 @@ struct Dispatcher::Impl {
       background_compiles{0}, background_failures{0}, stand_in_shapes{0}, switches{0}, races_started{0},
       races_settled{0}, race_launches{0};
   std::atomic<std::uint64_t> choose_ns{0}, store_read_ns{0}, load_ns{0}, ready_ns{0}, miss_ns{0}, rank_ns{0},
-      queue_ns{0}, first_launch_ns{0}, workspace_ns{0};
+      queue_ns{0}, first_launch_ns{0}, workspace_ns{0}, lock_wait_ns{0};
   /// Where workspaces come from; null (the device's default pool) for a
   /// space without a prologue.  Declared before `queue`, so it outlives the
   /// background worker.
@@ -263,7 +286,12 @@ struct Dispatcher::Impl {
   }
 
   const Prepared& first_use(std::span<const std::int64_t> values) {
-    std::lock_guard slow(slow_mutex);
+    FirstUseScope scope;
+    std::unique_lock slow(slow_mutex, std::defer_lock);
+    {
+      PhaseTimer timed(lock_wait_ns);
+      slow.lock();
+    }
     if (const auto* entry = prepared.find(values)) return entry->value.get();  // another thread prepared it meanwhile
     Prepared made;
     std::optional<Shape> shape = checked_shape(values, made);
@@ -574,13 +602,25 @@ struct Dispatcher::Impl {
   }
 
   /// The configs a race at `shape` runs: the index's choice first, then the
-  /// selector's next ones, each once, at most options.race.candidates.
+  /// selector's next ones, each once, at most options.race.candidates; then
+  /// up to options.race.filling variants of the choice that fill the device
+  /// where it leaves SMs idle.
   std::vector<Choice> race_candidates(const Choice& target, const Shape& shape) const {
     std::vector<Choice> candidates{target};
     for (Choice& c : index->ranked(shape, options.race.candidates + 1, race_neighbors)) {
       if (candidates.size() >= options.race.candidates) break;
       if (!c.ok() || c.config == target.config) continue;
       candidates.push_back(std::move(c));
+    }
+    const auto raced = [&](const Config& config) {
+      return std::any_of(candidates.begin(), candidates.end(), [&](const Choice& c) { return c.config == config; });
+    };
+    std::size_t added = 0;
+    for (Choice& c : index->filling_variants(target, shape, options.race.filling + candidates.size())) {
+      if (added >= options.race.filling) break;
+      if (raced(c.config)) continue;
+      candidates.push_back(std::move(c));
+      ++added;
     }
     return candidates;
   }
@@ -900,6 +940,7 @@ struct Dispatcher::Impl {
   /// workspaces' share into workspace_ns.
   template <class Launch>
   void first_launch(Launch&& launch) {
+    FirstUseScope scope;
     PhaseTimer timed(first_launch_ns);
     launch(&workspace_ns);
   }
@@ -1044,8 +1085,10 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   impl->signature = std::make_unique<CallSignature>(*impl->space);
   impl->log = logging_enabled();
   impl->mode = options.compile;
-  if (options.race_from_environment)
-    if (std::optional<std::size_t> n = race_candidates_from_environment()) impl->options.race.candidates = *n;
+  if (options.race_from_environment) {
+    if (std::optional<std::size_t> n = count_from_environment("MLATUNE_RACE")) impl->options.race.candidates = *n;
+    if (std::optional<std::size_t> n = count_from_environment("MLATUNE_RACE_FILL")) impl->options.race.filling = *n;
+  }
   impl->index = std::make_unique<DispatchIndex>(
       DispatchIndex::build(impl->store, *impl->space, DispatchTarget{impl->device, ToolchainInfo::current()}));
   // A first use plans its launch on this space while the background thread
@@ -1183,6 +1226,7 @@ DispatcherStats Dispatcher::stats() const {
   s.queue_ns = impl_->queue_ns;
   s.first_launch_ns = impl_->first_launch_ns;
   s.workspace_ns = impl_->workspace_ns;
+  s.lock_wait_ns = impl_->lock_wait_ns;
   std::lock_guard lock(impl_->error_mutex);
   s.last_background_error = impl_->last_background_error;
   return s;

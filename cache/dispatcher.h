@@ -36,7 +36,9 @@
 // their last bits may differ from one candidate to the next until the race
 // settles.  Hits never race.  Racing is on by default with RaceOptions'
 // four candidates (the H200 measurements behind that: docs/performance.md,
-// eighth session); MLATUNE_RACE=N races N instead, and 0 or 1 turns it off,
+// eighth session), plus up to two of the choice's filling variants where its
+// grid leaves SMs idle (DispatchIndex::filling_variants; MLATUNE_RACE_FILL=N
+// races N of them); MLATUNE_RACE=N races N instead, and 0 or 1 turns it off,
 // as do DispatcherOptions::race{.candidates = 0} with race_from_environment
 // false.
 //
@@ -103,15 +105,18 @@ struct DispatcherStats {
   std::uint64_t binaries_stored = 0;
   std::uint64_t misses_recorded = 0;
   std::uint64_t misses_unrecorded = 0; // untuned shapes a read-only store could not count
-  /// Host time of first uses, by phase, summed over shapes (nanoseconds): the
-  /// choice (index lookup, repair), reading cubins from the store, loading
-  /// them into the context (main kernel and prologue), readying the launch
-  /// (attributes, shared-memory opt-in), counting misses in the store,
-  /// ranking the stand-ins (when the choice's binary is absent), queueing
-  /// the choice's background compile, and the first launch's enqueue (its
-  /// kernels and, inside it, the workspaces' allocation and release).
+  /// Host time of first uses on callers' threads, by phase, summed over
+  /// shapes (nanoseconds): the choice (index lookup, repair), reading cubins
+  /// from the store, loading them into the context (main kernel and
+  /// prologue), readying the launch (attributes, shared-memory opt-in),
+  /// counting misses in the store, ranking the stand-ins (when the choice's
+  /// binary is absent), queueing the choice's background compile, the first
+  /// launch's enqueue (its kernels and, inside it, the workspaces'
+  /// allocation and release), and waiting for the lock that first uses share
+  /// with the background thread's loads and stores.  The same steps run for
+  /// a race or a background compile are not counted.
   std::uint64_t choose_ns = 0, store_read_ns = 0, load_ns = 0, ready_ns = 0, miss_ns = 0, rank_ns = 0,
-                queue_ns = 0, first_launch_ns = 0, workspace_ns = 0;
+                queue_ns = 0, first_launch_ns = 0, workspace_ns = 0, lock_wait_ns = 0;
 };
 
 /// A race at one untuned shape, as describe() saw it.

@@ -105,11 +105,12 @@ Flags take_flags(int& argc, char** argv) {
 
 /// Where a first call's host time went (DispatcherStats' phases), in ms.
 struct Phases {
-  double choose = 0, store_read = 0, load = 0, ready = 0, miss = 0, rank = 0, queue = 0, launch = 0, workspace = 0;
+  double choose = 0, store_read = 0, load = 0, ready = 0, miss = 0, rank = 0, queue = 0, launch = 0, workspace = 0,
+         lock_wait = 0;
   /// What the dispatcher's phases do not cover (the launch's workspace time
   /// is inside `launch`).
   double other(double host_ms) const {
-    return host_ms - (choose + store_read + load + ready + miss + rank + queue + launch);
+    return host_ms - (choose + store_read + load + ready + miss + rank + queue + launch + lock_wait);
   }
 };
 
@@ -126,7 +127,7 @@ Phases phase_delta(const DispatcherStats& before, const DispatcherStats& after) 
                 ms(before.load_ns, after.load_ns), ms(before.ready_ns, after.ready_ns),
                 ms(before.miss_ns, after.miss_ns), ms(before.rank_ns, after.rank_ns),
                 ms(before.queue_ns, after.queue_ns), ms(before.first_launch_ns, after.first_launch_ns),
-                ms(before.workspace_ns, after.workspace_ns)};
+                ms(before.workspace_ns, after.workspace_ns), ms(before.lock_wait_ns, after.lock_wait_ns)};
 }
 
 struct Setup {
@@ -245,6 +246,7 @@ void first_call(benchmark::State& state, Setup* s, Shape shape, bool inside) {
   state.counters["queue_ms"] = call.phases.queue;
   state.counters["launch_ms"] = call.phases.launch;
   state.counters["workspace_ms"] = call.phases.workspace;
+  state.counters["lock_wait_ms"] = call.phases.lock_wait;
   state.counters["rest_ms"] = call.phases.other(call.host_ms);
   state.counters["compiles"] = static_cast<double>(call.compiles);
   state.counters["from_store"] = static_cast<double>(after.binaries_from_store - before.binaries_from_store);
@@ -329,7 +331,7 @@ double median_of(std::vector<double> values) {
 
 void print_summary(const Setup& s) {
   for (bool inside : {true, false}) {
-    std::vector<double> ms, choose, store_read, load, ready, miss, rank, queue, launch, workspace, other;
+    std::vector<double> ms, choose, store_read, load, ready, miss, rank, queue, launch, workspace, lock_wait, other;
     std::uint64_t compiles = 0;
     for (const FirstCall& c : s.calls)
       if (c.inside == inside) {
@@ -344,6 +346,7 @@ void print_summary(const Setup& s) {
         queue.push_back(c.phases.queue);
         launch.push_back(c.phases.launch);
         workspace.push_back(c.phases.workspace);
+        lock_wait.push_back(c.phases.lock_wait);
         other.push_back(c.phases.other(c.host_ms));
       }
     if (ms.empty()) continue;
@@ -354,9 +357,10 @@ void print_summary(const Setup& s) {
                median_of(ms), *std::max_element(ms.begin(), ms.end()), compiles, slow_first_call_ms, slow);
     fmt::print("  phase medians (ms): choose {:.3f}, store read {:.3f}, module load {:.3f}, launch readying {:.3f}, "
                "miss record {:.3f}, stand-in ranking {:.3f}, background queueing {:.3f}, launch {:.3f} (of it "
-               "workspaces {:.3f}), the rest {:.3f}\n",
+               "workspaces {:.3f}), lock wait {:.3f}, the rest {:.3f}\n",
                median_of(choose), median_of(store_read), median_of(load), median_of(ready), median_of(miss),
-               median_of(rank), median_of(queue), median_of(launch), median_of(workspace), median_of(other));
+               median_of(rank), median_of(queue), median_of(launch), median_of(workspace), median_of(lock_wait),
+               median_of(other));
   }
 }
 

@@ -5,6 +5,8 @@
 // including the absence of a GPU, is a status with a message, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -33,7 +35,8 @@ const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "sea
 
 const std::set<std::string> c_abi = {
     // cache/c_api.h
-    "mlatune_open", "mlatune_close", "mlatune_last_error", "mlatune_compile_count", "mlatune_kernel_name",
+    "mlatune_open", "mlatune_close", "mlatune_last_error", "mlatune_compile_count", "mlatune_first_use_ns",
+    "mlatune_kernel_name",
     "mlatune_shape_variable_count", "mlatune_shape_variable_name", "mlatune_buffer_count", "mlatune_buffer_info",
     "mlatune_buffer_elements", "mlatune_launch", "mlatune_launch_checked", "mlatune_choice_for",
     "mlatune_set_compile_mode", "mlatune_wait_compiles", "mlatune_runs_stand_in", "mlatune_race_state",
@@ -71,7 +74,7 @@ class SharedLibrary {
 struct CApi {
 #define MLATUNE_C_FUNCTION(name) decltype(::mlatune_##name)* name = nullptr;
 #define MLATUNE_C_FUNCTIONS(X)                                                                     \
-  X(open) X(close) X(last_error) X(compile_count) X(kernel_name) X(shape_variable_count)          \
+  X(open) X(close) X(last_error) X(compile_count) X(first_use_ns) X(kernel_name) X(shape_variable_count) \
   X(shape_variable_name) X(buffer_count) X(buffer_info) X(buffer_elements) X(launch) X(launch_checked) \
   X(choice_for) X(set_compile_mode) X(wait_compiles) X(runs_stand_in) X(race_state)   \
   X(fused_mla_attention) X(choice)
@@ -226,6 +229,12 @@ TEST_F(CLibraryTest, NullArgumentsAreStatusesNotCrashes) {
   unsigned long long count = 0;
   EXPECT_EQ(api_->compile_count(nullptr, &count), MLATUNE_INVALID_ARGUMENT);
   EXPECT_NE(last_error().find("NULL argument"), std::string::npos) << last_error();
+
+  unsigned long long phases[MLATUNE_PHASE_COUNT];
+  std::fill(std::begin(phases), std::end(phases), 7ull);
+  EXPECT_EQ(api_->first_use_ns(nullptr, phases), MLATUNE_INVALID_ARGUMENT);
+  EXPECT_EQ(last_error(), "mlatune_first_use_ns: NULL argument");
+  EXPECT_TRUE(std::all_of(std::begin(phases), std::end(phases), [](unsigned long long v) { return v == 7; }));
 
   api_->close(nullptr);  // documented as ignored
 }

@@ -497,5 +497,50 @@ TEST_F(DispatchIndexTest, RankedOfAShapeNothingCanRunIsOneNone) {
   EXPECT_EQ(ranked[0].reason, ChoiceReason::none);
 }
 
+// grid = ceil(N / (THREADS * ITEMS)): plain_config launches ceil(N / 512) blocks.
+TEST_F(DispatchIndexTest, FillingVariantsGiveIdleSmsBlocksOneParameterAway) {
+  tune("N=1000000,M=16", plain_config, 2.0);
+  DispatchIndex idx = index();
+  const Shape shape = space_->parse_shape("N=20000,M=8");  // 40 blocks on 132 SMs
+  const Choice choice = idx.choose(shape);
+  ASSERT_EQ(choice.config_text, plain_config);
+  const std::vector<Choice> filled = idx.filling_variants(choice, shape, 8);
+  // THREADS 64 (157 blocks) fills the device with the least splitting, then
+  // THREADS 32 (313); THREADS 128 (79) falls short.  ITEMS 1 breaks the
+  // unrolled constraint, ITEMS 4 and 8 the 512-item block, and ALGORITHM or
+  // VECTOR do not change the grid.
+  ASSERT_EQ(filled.size(), 3u);
+  EXPECT_EQ(filled[0].config_text, "ALGORITHM=unrolled,THREADS=64,ITEMS=2,VECTOR=false");
+  EXPECT_EQ(filled[1].config_text, "ALGORITHM=unrolled,THREADS=32,ITEMS=2,VECTOR=false");
+  EXPECT_EQ(filled[2].config_text, "ALGORITHM=unrolled,THREADS=128,ITEMS=2,VECTOR=false");
+  for (const Choice& c : filled) {
+    EXPECT_EQ(c.reason, ChoiceReason::filled);
+    ASSERT_EQ(c.changes.size(), 1u);
+    EXPECT_EQ(space_->parameters()[c.changes[0].parameter].name, "THREADS");
+    EXPECT_EQ(c.source_shape, choice.source_shape);
+    EXPECT_TRUE(c.binary.hash != choice.binary.hash);
+  }
+  EXPECT_EQ(filled[0].repair, "THREADS 256 -> 64 (157 blocks instead of 40 on 132 SMs)");
+  EXPECT_NE(filled[0].explanation.find("filled: the selector's choice with THREADS 256 -> 64"), std::string::npos);
+  EXPECT_EQ(to_string(filled[0].reason), "filled");
+  EXPECT_EQ(idx.filling_variants(choice, shape, 1).size(), 1u);
+  EXPECT_TRUE(idx.filling_variants(choice, shape, 0).empty());
+}
+
+TEST_F(DispatchIndexTest, NoFillingVariantsWhereTheChoiceFillsTheDeviceOrItsSmsAreUnknown) {
+  tune("N=1000000,M=16", plain_config, 2.0);
+  DispatchIndex idx = index();
+  const Shape large = space_->parse_shape("N=100000,M=16");  // 196 blocks
+  EXPECT_TRUE(idx.filling_variants(idx.choose(large), large, 4).empty());
+  DeviceInfo unknown = h200;
+  unknown.sm_count = 0;
+  DispatchIndex blind = index(unknown);
+  const Shape small = space_->parse_shape("N=20000,M=8");
+  EXPECT_TRUE(blind.filling_variants(blind.choose(small), small, 4).empty());
+  // Already at the smallest block: nothing one parameter away launches more.
+  const Shape tiny = space_->parse_shape("N=30,M=8");
+  EXPECT_TRUE(idx.filling_variants(idx.choose(tiny), tiny, 4).empty());
+}
+
 }  // namespace
 }  // namespace mlatune

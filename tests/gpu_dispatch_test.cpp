@@ -527,8 +527,20 @@ TEST_F(GpuStandInTest, AnUntunedShapeRunsAStoredStandInWhileItsChoiceCompiles) {
   mlatune_dispatcher* handle = nullptr;
   ASSERT_EQ(mlatune_open(db_.c_str(), space_file.c_str(), &handle), MLATUNE_OK) << mlatune_last_error(nullptr);
   const Dims y{2, 777, 16, 64, 131};
+  unsigned long long phases_before[MLATUNE_PHASE_COUNT], after_first[MLATUNE_PHASE_COUNT], after_second[MLATUNE_PHASE_COUNT];
+  ASSERT_EQ(mlatune_first_use_ns(handle, phases_before), MLATUNE_OK) << mlatune_last_error(handle);
   double y_error = dispatch_and_validate(handle, y, 33);
   EXPECT_LE(y_error, space_->tolerance().relative_l2);
+  ASSERT_EQ(mlatune_first_use_ns(handle, after_first), MLATUNE_OK);
+  // The first use read a stored cubin, loaded it and launched; a second call
+  // at the same shape is no first use and adds to no phase.
+  EXPECT_GT(after_first[MLATUNE_PHASE_STORE_READ], phases_before[MLATUNE_PHASE_STORE_READ]);
+  EXPECT_GT(after_first[MLATUNE_PHASE_LOAD], phases_before[MLATUNE_PHASE_LOAD]);
+  EXPECT_GT(after_first[MLATUNE_PHASE_FIRST_LAUNCH], phases_before[MLATUNE_PHASE_FIRST_LAUNCH]);
+  EXPECT_LE(after_first[MLATUNE_PHASE_WORKSPACE], after_first[MLATUNE_PHASE_FIRST_LAUNCH]);
+  dispatch_and_validate(handle, y, 34);
+  ASSERT_EQ(mlatune_first_use_ns(handle, after_second), MLATUNE_OK);
+  for (int phase = 0; phase < MLATUNE_PHASE_COUNT; ++phase) EXPECT_EQ(after_second[phase], after_first[phase]) << phase;
   const std::int64_t values[5] = {y.B, y.T, y.H, y.D, y.R};
   int stand_in = -1;
   ASSERT_EQ(mlatune_runs_stand_in(handle, values, 5, &stand_in), MLATUNE_OK) << mlatune_last_error(handle);
@@ -615,7 +627,13 @@ TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) 
   EXPECT_FALSE(racing.race->settled);
   const std::size_t runners = racing.race->runners.size();
   EXPECT_GE(runners, 2u) << racing.text;
-  EXPECT_LE(runners, 4u);
+  EXPECT_LE(runners, 4u + race_options.race.filling);
+  for (std::size_t i = 0; i < runners; ++i)
+    if (racing.race->runners[i].choice.reason == ChoiceReason::filled) {
+      EXPECT_EQ(racing.race->runners[i].choice.changes.size(), 1u);
+    } else {
+      EXPECT_LT(i, 4u) << "the selector's candidates race first";
+    }
   EXPECT_EQ(racing.race->runners.front().choice.config, racing.choice.config) << "the choice races first";
   EXPECT_NE(racing.text.find("racing"), std::string::npos) << racing.text;
 
@@ -700,6 +718,62 @@ TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) 
   ASSERT_EQ(mlatune_race_state(handle, values, 5, &state), MLATUNE_OK);
   EXPECT_EQ(state, MLATUNE_RACING);
   mlatune_close(handle);
+}
+
+// A config tuned at a long sequence, dispatched at a short one: its 64-query
+// tiles give 32 blocks at 1,200,8 on a GPU of far more SMs, so the race also
+// times the same config with 16- and 32-query tiles (104 and 56 blocks), and
+// every raced output is right.
+TEST_F(GpuDispatchTest, AChoiceThatLeavesSmsIdleRacesConfigsThatLaunchMoreBlocks) {
+  const fs::path db = dir_ / "fill.db";
+  const Config tuned = space_->parse_config(
+      "ALGORITHM=tf32x3_kvgemm,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=64,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
+      "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync");
+  tune(db, shape(Dims{1, 2048, 8, 64, 128}), tuned);
+  const Dims x{1, 200, 8, 64, 128};
+  if (device_.sm_count <= 32) GTEST_SKIP() << "32 blocks fill this GPU's " << device_.sm_count << " SMs";
+  DispatcherOptions race_options;
+  race_options.race_from_environment = false;
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file, race_options);
+  WorkloadOptions options;
+  options.seed = 67;
+  options.validation_sets = 1;
+  options.cache = CacheMode::hot;
+  Workload workload(*space_, shape(x), options);
+  auto launch_checked = [&](const char* what) {
+    workload.poison_outputs();
+    dispatcher->launch(shape(x), workload.arguments(0), workload.stream().get());
+    ValidationStats stats = workload.compare(0);
+    EXPECT_EQ(stats.nonfinite, 0u) << what;
+    EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << what << ": " << dispatcher->describe(shape(x)).text;
+  };
+  launch_checked("first launch");
+  dispatcher->wait_compiles();
+  const DispatchDescription racing = dispatcher->describe(shape(x));
+  ASSERT_TRUE(racing.race) << racing.text;
+  ASSERT_EQ(racing.race->runners.front().choice.config, tuned) << racing.text;
+  std::vector<std::string> filled;
+  const auto& parameters = space_->parameters();
+  const std::size_t qpb = static_cast<std::size_t>(
+      std::find_if(parameters.begin(), parameters.end(), [](const Parameter& p) { return p.name == "QUERIES_PER_BLOCK"; }) -
+      parameters.begin());
+  ASSERT_LT(qpb, parameters.size());
+  for (const RaceReport::Runner& r : racing.race->runners) {
+    if (r.choice.reason != ChoiceReason::filled) continue;
+    ASSERT_EQ(r.choice.changes.size(), 1u) << r.choice.explanation;
+    EXPECT_EQ(r.choice.changes[0].parameter, qpb) << r.choice.explanation;
+    filled.push_back(parameters[qpb].text[r.choice.config.choice[qpb]]);
+  }
+  EXPECT_EQ(filled, (std::vector<std::string>{"16", "32"})) << racing.text;
+  int launches = 0;
+  while (!dispatcher->describe(shape(x)).race->settled && launches < 100) {
+    launch_checked("raced launch");
+    ++launches;
+  }
+  const DispatchDescription settled = dispatcher->describe(shape(x));
+  ASSERT_TRUE(settled.race && settled.race->settled) << settled.text;
+  for (const RaceReport::Runner& r : settled.race->runners) EXPECT_EQ(r.times_us.size(), settled.race->samples);
+  std::printf("%s\n", settled.text.c_str());
 }
 
 }  // namespace

@@ -117,6 +117,20 @@ class RandomShapesTest(unittest.TestCase):
         self.assertIn("| 1,2,3,8,16 | nearest X (why) | 10.0 | 5.0 | 40.0 | 0.50 | 4.00 |", report)
         self.assertIn("- 1,2,3,8,16: BLOCK_M=16", report)
         self.assertEqual([row["race_launches"] for row in read], ["0", "0"])
+        self.assertEqual([row["first_call_phases"] for row in read], ["", ""])
+
+    def test_phase_text_names_the_phases_that_took_time_and_the_rest(self):
+        before = [0] * len(bench.Mlatune.FIRST_USE_PHASES)
+        after = list(before)
+        names = bench.Mlatune.FIRST_USE_PHASES
+        after[names.index("choose")] = 300_000
+        after[names.index("load")] = 1_500_000
+        after[names.index("launch")] = 2_000_000
+        after[names.index("workspace")] = 1_000_000  # inside launch: not subtracted twice
+        after[names.index("lock_wait")] = 250_000
+        self.assertEqual(bench.phase_text(before, after, 5.0),
+                         "choose 0.300, load 1.500, launch 2.000, workspace 1.000, lock_wait 0.250, rest 0.950")
+        self.assertEqual(bench.phase_text(after, after, 0.5), "rest 0.500")
 
     def test_summary_counts_races_and_those_another_config_won(self):
         results = self.results()
