@@ -687,9 +687,9 @@ class Mlatune:
         self._check("mlatune_choice", status)
         return buffer.value.decode("utf-8", "replace")
 
-    # cache/c_api.h's MLATUNE_PHASE_* in order: where a first use's host time goes.
-    FIRST_USE_PHASES = ("choose", "store_read", "load", "ready", "miss", "rank", "queue", "launch", "workspace",
-                        "lock_wait")
+    # cache/c_api.h's MLATUNE_PHASE_* in order, lower case: where a first use's host time goes.
+    FIRST_USE_PHASES = ("choose", "store_read", "load", "ready", "miss", "rank", "queue", "first_launch",
+                        "workspace", "lock_wait")
 
     def first_use_ns(self) -> list[int]:
         """The dispatcher's first-use host time so far, by phase (FIRST_USE_PHASES), in ns."""
@@ -1352,7 +1352,7 @@ def write_outputs(rows: Sequence[Row], run: GpuRun, method: str) -> None:
 def phase_text(before: Sequence[int], after: Sequence[int], host_ms: float) -> str:
     """Where a first call's host_ms went, from the dispatcher's first-use phases before and after
     it: "choose 0.310, store_read 0.570, ..., rest 0.120" in ms, the phases that took any time
-    (workspace is part of launch; rest is what no phase covers: the C ABI, ctypes, Python)."""
+    (workspace is part of first_launch; rest is what no phase covers: the C ABI, ctypes, Python)."""
     ms = [(a - b) * 1e-6 for a, b in zip(after, before)]
     named = dict(zip(Mlatune.FIRST_USE_PHASES, ms))
     rest = host_ms - sum(v for name, v in named.items() if name != "workspace")

@@ -5,6 +5,7 @@ options, and the autotuning loop on stand-ins for the kernel, the tensors and th
 
 import contextlib
 import csv
+import re
 import io
 import math
 import sys
@@ -125,12 +126,17 @@ class RandomShapesTest(unittest.TestCase):
         names = bench.Mlatune.FIRST_USE_PHASES
         after[names.index("choose")] = 300_000
         after[names.index("load")] = 1_500_000
-        after[names.index("launch")] = 2_000_000
-        after[names.index("workspace")] = 1_000_000  # inside launch: not subtracted twice
+        after[names.index("first_launch")] = 2_000_000
+        after[names.index("workspace")] = 1_000_000  # inside first_launch: not subtracted twice
         after[names.index("lock_wait")] = 250_000
         self.assertEqual(bench.phase_text(before, after, 5.0),
-                         "choose 0.300, load 1.500, launch 2.000, workspace 1.000, lock_wait 0.250, rest 0.950")
+                         "choose 0.300, load 1.500, first_launch 2.000, workspace 1.000, lock_wait 0.250, rest 0.950")
         self.assertEqual(bench.phase_text(after, after, 0.5), "rest 0.500")
+
+    def test_phase_names_are_the_c_headers(self):
+        header = (bench.REPO_ROOT / "cache" / "c_api.h").read_text()
+        phases = sorted((int(i), name.lower()) for name, i in re.findall(r"MLATUNE_PHASE_(\w+) = (\d+)", header))
+        self.assertEqual(tuple(name for _, name in phases if name != "count"), bench.Mlatune.FIRST_USE_PHASES)
 
     def test_summary_counts_races_and_those_another_config_won(self):
         results = self.results()

@@ -87,6 +87,7 @@ def prototypes() -> dict:
         "mlatune_close": (None, [handle]),
         "mlatune_last_error": (c.c_char_p, [handle]),
         "mlatune_compile_count": (c.c_int, [handle, c.POINTER(c.c_ulonglong)]),
+        "mlatune_first_use_ns": (c.c_int, [handle, c.POINTER(c.c_ulonglong)]),
         "mlatune_kernel_name": (c.c_int, [handle, text_p]),
         "mlatune_shape_variable_count": (c.c_int, [handle, size_p]),
         "mlatune_shape_variable_name": (c.c_int, [handle, c.c_size_t, text_p]),

@@ -227,6 +227,18 @@ class Dispatcher:
         self._check("mlatune_compile_count", self._lib.mlatune_compile_count(self._live(), ctypes.byref(count)))
         return count.value
 
+    # cache/c_api.h's MLATUNE_PHASE_* in order, lower case.
+    FIRST_USE_PHASES = ("choose", "store_read", "load", "ready", "miss", "rank", "queue", "first_launch",
+                        "workspace", "lock_wait")
+
+    def first_use_ms(self) -> dict:
+        """Host time callers spent in first uses of shapes so far, by phase
+        (FIRST_USE_PHASES), in ms (mlatune_first_use_ns): take it before and
+        after a call to see where that call's first use went."""
+        phases = (ctypes.c_ulonglong * len(self.FIRST_USE_PHASES))()
+        self._check("mlatune_first_use_ns", self._lib.mlatune_first_use_ns(self._live(), phases))
+        return {name: value * 1e-6 for name, value in zip(self.FIRST_USE_PHASES, phases)}
+
     # ---- choosing and launching ---------------------------------------------------
 
     def choice(self, shape) -> Choice:

@@ -163,6 +163,11 @@ class DiscoveryTest(unittest.TestCase):
         self.assertEqual(set(_library.prototypes()), exported)
         self.assertEqual(mlatune.library_path(), BUILT_LIBRARY)  # declare() found every one
 
+    def test_first_use_phases_are_the_c_headers(self):
+        with open(os.path.join(SOURCE_DIR, "cache", "c_api.h")) as f:
+            phases = sorted((int(i), name.lower()) for name, i in re.findall(r"MLATUNE_PHASE_(\w+) = (\d+)", f.read()))
+        self.assertEqual(tuple(name for _, name in phases if name != "count"), dispatcher.Dispatcher.FIRST_USE_PHASES)
+
     def test_open_without_a_gpu_is_an_environment_error(self):
         with tempfile.TemporaryDirectory() as tmp:
             database = os.path.join(tmp, "empty.db")
