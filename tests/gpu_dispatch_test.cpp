@@ -71,14 +71,19 @@ class GpuDispatchTest : public ::testing::Test {
                        Timing{10, 10, 10, 1, 0, "gpu_dispatch_test (not timed)"});
   }
 
-  // Dispatches at `d` through the C ABI on fresh random inputs and returns the
-  // relative L2 error against the float64 reference.
-  double dispatch_and_validate(mlatune_dispatcher* handle, const Dims& d, std::uint64_t seed) {
+  // Fresh random inputs for one validation set, hot cache.
+  static WorkloadOptions checked_inputs(std::uint64_t seed) {
     WorkloadOptions options;
     options.seed = seed;
     options.cache = CacheMode::hot;
     options.validation_sets = 1;
-    Workload workload(*space_, shape(d), options);
+    return options;
+  }
+
+  // Dispatches at `d` through the C ABI on fresh random inputs and returns the
+  // relative L2 error against the float64 reference.
+  double dispatch_and_validate(mlatune_dispatcher* handle, const Dims& d, std::uint64_t seed) {
+    Workload workload(*space_, shape(d), checked_inputs(seed));
     workload.poison_outputs();
     void** args = workload.arguments(0);
     auto ptr = [&](int i) { return *static_cast<float**>(args[i]); };
@@ -88,6 +93,16 @@ class GpuDispatchTest : public ::testing::Test {
     ValidationStats stats = workload.compare(0);
     EXPECT_EQ(stats.nonfinite, 0u);
     return stats.relative_l2;
+  }
+
+  // One launch at `d` through `dispatcher` on poisoned outputs, checked against
+  // float64 (synchronizes).
+  void launch_checked(Dispatcher& dispatcher, Workload& workload, const Dims& d, const char* what) {
+    workload.poison_outputs();
+    dispatcher.launch(shape(d), workload.arguments(0), workload.stream().get());
+    ValidationStats stats = workload.compare(0);
+    EXPECT_EQ(stats.nonfinite, 0u) << what;
+    EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << what << ": " << dispatcher.describe(shape(d)).text;
   }
 
   // Options for tests that count loads and compiles: races at untuned
@@ -608,18 +623,8 @@ TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) 
   race_options.race = RaceOptions{};  // four candidates, three times each
   race_options.race_from_environment = false;
   std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file, race_options);
-  WorkloadOptions options;
-  options.seed = 61;
-  options.validation_sets = 1;
-  options.cache = CacheMode::hot;
-  Workload workload(*space_, shape(x), options);
-  auto launch_checked = [&](const char* what) {
-    workload.poison_outputs();
-    dispatcher->launch(shape(x), workload.arguments(0), workload.stream().get());
-    ValidationStats stats = workload.compare(0);  // synchronizes
-    EXPECT_EQ(stats.nonfinite, 0u) << what;
-    EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << what << ": " << dispatcher->describe(shape(x)).text;
-  };
+  Workload workload(*space_, shape(x), checked_inputs(61));
+  auto launch_checked = [&](const char* what) { this->launch_checked(*dispatcher, workload, x, what); };
   launch_checked("first launch");
   dispatcher->wait_compiles();
   DispatchDescription racing = dispatcher->describe(shape(x));
@@ -735,18 +740,8 @@ TEST_F(GpuDispatchTest, AChoiceThatLeavesSmsIdleRacesConfigsThatLaunchMoreBlocks
   DispatcherOptions race_options;
   race_options.race_from_environment = false;
   std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db, space_file, race_options);
-  WorkloadOptions options;
-  options.seed = 67;
-  options.validation_sets = 1;
-  options.cache = CacheMode::hot;
-  Workload workload(*space_, shape(x), options);
-  auto launch_checked = [&](const char* what) {
-    workload.poison_outputs();
-    dispatcher->launch(shape(x), workload.arguments(0), workload.stream().get());
-    ValidationStats stats = workload.compare(0);
-    EXPECT_EQ(stats.nonfinite, 0u) << what;
-    EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << what << ": " << dispatcher->describe(shape(x)).text;
-  };
+  Workload workload(*space_, shape(x), checked_inputs(67));
+  auto launch_checked = [&](const char* what) { this->launch_checked(*dispatcher, workload, x, what); };
   launch_checked("first launch");
   dispatcher->wait_compiles();
   const DispatchDescription racing = dispatcher->describe(shape(x));
