@@ -105,6 +105,16 @@ class GpuDispatchTest : public ::testing::Test {
     EXPECT_LE(stats.relative_l2, space_->tolerance().relative_l2) << what << ": " << dispatcher.describe(shape(d)).text;
   }
 
+  // Checked launches at `d` until its race settles (at most 100); how many.
+  int launch_until_settled(Dispatcher& dispatcher, Workload& workload, const Dims& d) {
+    int launches = 0;
+    while (!dispatcher.describe(shape(d)).race->settled && launches < 100) {
+      launch_checked(dispatcher, workload, d, "raced launch");
+      ++launches;
+    }
+    return launches;
+  }
+
   // Options for tests that count loads and compiles: races at untuned
   // shapes (on by default, and where MLATUNE_RACE says) would load and
   // compile more.
@@ -666,11 +676,7 @@ TEST_F(GpuDispatchTest, AnUntunedShapeRacesItsCandidatesAndSettlesOnTheFastest) 
     cudaStreamDestroy(capture);
   }
 
-  int launches = 0;
-  while (!dispatcher->describe(shape(x)).race->settled && launches < 100) {
-    launch_checked("raced launch");
-    ++launches;
-  }
+  const int launches = launch_until_settled(*dispatcher, workload, x);
   const DispatchDescription settled = dispatcher->describe(shape(x));
   ASSERT_TRUE(settled.race && settled.race->settled) << settled.text;
   // Each launch was synchronized, so no time was pending: one extra launch
@@ -760,11 +766,7 @@ TEST_F(GpuDispatchTest, AChoiceThatLeavesSmsIdleRacesConfigsThatLaunchMoreBlocks
     filled.push_back(parameters[qpb].text[r.choice.config.choice[qpb]]);
   }
   EXPECT_EQ(filled, (std::vector<std::string>{"16", "32"})) << racing.text;
-  int launches = 0;
-  while (!dispatcher->describe(shape(x)).race->settled && launches < 100) {
-    launch_checked("raced launch");
-    ++launches;
-  }
+  launch_until_settled(*dispatcher, workload, x);
   const DispatchDescription settled = dispatcher->describe(shape(x));
   ASSERT_TRUE(settled.race && settled.race->settled) << settled.text;
   for (const RaceReport::Runner& r : settled.race->runners) EXPECT_EQ(r.times_us.size(), settled.race->samples);
