@@ -103,9 +103,9 @@ int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, 
  * launch more blocks where the first leaves SMs idle (MLATUNE_RACE_FILL=N: N
  * of those), in the background and times them on the shape's next launches
  * (CUDA events on the caller's stream, never waited for), then runs the
- * fastest; mlatune_choice_for says
- * how it went.  Every raced config is valid at the shape: outputs are right
- * throughout, their last bits may differ until the race settles. */
+ * fastest; mlatune_choice_for says how it went.  Every raced config is valid
+ * at the shape: outputs are right throughout, their last bits may differ
+ * until the race settles. */
 enum { MLATUNE_NO_RACE = 0, MLATUNE_RACING = 1, MLATUNE_RACE_SETTLED = 2 };
 /* The shape's race state: no race (a tuned shape, racing off, a shape not
  * launched yet, or its candidates still being readied: see

@@ -5,9 +5,9 @@ options, and the autotuning loop on stand-ins for the kernel, the tensors and th
 
 import contextlib
 import csv
-import re
 import io
 import math
+import re
 import sys
 import tempfile
 import unittest
