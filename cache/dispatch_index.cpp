@@ -141,9 +141,12 @@ std::vector<Choice> DispatchIndex::filling_variants(const Choice& choice, const 
       if (to == from) continue;
       Config config = choice.config;
       config.choice[p] = to;
+      // Valid where the constraints hold and the geometry is: what
+      // ConfigRepairer::rejection judges, without its second geometry or the
+      // text of a rejection nobody reads.
+      if (!space_->check(config, shape)) continue;
       const LaunchGeometry geometry = space_->geometry(config, shape);
       if (!geometry.valid() || blocks_of(geometry) <= blocks_of(own)) continue;
-      if (!repairer_.rejection(config, shape).empty()) continue;
       variants.push_back(Variant{std::move(config), ParameterChange{p, from, to, {}}, blocks_of(geometry)});
     }
   }
