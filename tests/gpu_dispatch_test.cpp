@@ -28,6 +28,7 @@
 #include "cache/mla.h"
 #include "cache/mla_c_api.h"
 #include "cache/store.h"
+#include "tests/space_parameter.h"
 #include "tests/tuned_entry.h"
 #include "core/compiler.h"
 #include "core/cuda.h"
@@ -754,16 +755,12 @@ TEST_F(GpuDispatchTest, AChoiceThatLeavesSmsIdleRacesConfigsThatLaunchMoreBlocks
   ASSERT_TRUE(racing.race) << racing.text;
   ASSERT_EQ(racing.race->runners.front().choice.config, tuned) << racing.text;
   std::vector<std::string> filled;
-  const auto& parameters = space_->parameters();
-  const std::size_t qpb = static_cast<std::size_t>(
-      std::find_if(parameters.begin(), parameters.end(), [](const Parameter& p) { return p.name == "QUERIES_PER_BLOCK"; }) -
-      parameters.begin());
-  ASSERT_LT(qpb, parameters.size());
+  const std::size_t qpb = parameter_index(*space_, "QUERIES_PER_BLOCK");
   for (const RaceReport::Runner& r : racing.race->runners) {
     if (r.choice.reason != ChoiceReason::filled) continue;
     ASSERT_EQ(r.choice.changes.size(), 1u) << r.choice.explanation;
     EXPECT_EQ(r.choice.changes[0].parameter, qpb) << r.choice.explanation;
-    filled.push_back(parameters[qpb].text[r.choice.config.choice[qpb]]);
+    filled.push_back(space_->parameters()[qpb].text[r.choice.config.choice[qpb]]);
   }
   EXPECT_EQ(filled, (std::vector<std::string>{"16", "32"})) << racing.text;
   launch_until_settled(*dispatcher, workload, x);

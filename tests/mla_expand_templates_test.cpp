@@ -25,18 +25,11 @@
 #include "core/space.h"
 #include "tests/named_shape.h"
 #include "tests/nvrtc_ptx.h"
+#include "tests/space_parameter.h"
 #include "tuner/compile_pool.h"
 
 namespace mlatune {
 namespace {
-
-std::size_t parameter_index(const SearchSpace& space, const std::string& name) {
-  const std::vector<Parameter>& parameters = space.parameters();
-  for (std::size_t i = 0; i < parameters.size(); ++i)
-    if (parameters[i].name == name) return i;
-  ADD_FAILURE() << "the flagship space has no parameter " << name;
-  return 0;
-}
 
 std::int64_t shape_value(const SearchSpace& space, const Shape& shape, const std::string& name) {
   const std::vector<std::string>& names = space.shape_variables();

@@ -18,6 +18,7 @@
 #include "cache/store.h"
 #include "tests/tuned_entry.h"
 #include "tests/run_program.h"
+#include "tests/space_parameter.h"
 #include "core/cuda.h"
 #include "core/space.h"
 
@@ -60,13 +61,6 @@ class RunCliTest : public ::testing::Test {
   std::unique_ptr<SearchSpace> space_;
   bool gpu_ = false;
 };
-
-std::size_t parameter_index(const SearchSpace& space, const std::string& name) {
-  for (std::size_t i = 0; i < space.parameters().size(); ++i)
-    if (space.parameters()[i].name == name) return i;
-  ADD_FAILURE() << "no parameter " << name;
-  return 0;
-}
 
 bool float4(const SearchSpace& space, const Config& config) {
   std::size_t p = parameter_index(space, "FLOAT4");

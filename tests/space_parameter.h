@@ -1,0 +1,22 @@
+// A space's parameter by name, for tests that read one parameter of a config.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/space.h"
+
+namespace mlatune {
+
+/// The index of parameter `name` in `space`; a test failure (and 0) when the
+/// space has none.
+inline std::size_t parameter_index(const SearchSpace& space, const std::string& name) {
+  const auto& parameters = space.parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    if (parameters[i].name == name) return i;
+  ADD_FAILURE() << "the space has no parameter " << name;
+  return 0;
+}
+
+}  // namespace mlatune
