@@ -2,7 +2,7 @@
 #   P/bin/mlatune, P/bin/mlatune-worker           the CLI and its GPU worker (beside it)
 #   P/lib/libmlatune_c.so                          the C ABI (cache/c_api.h, cache/mla_c_api.h)
 #   P/lib/libmlatune_runtime.a, libmlatune_core.a  the C++ runtime (dispatcher, store) and its core
-#   P/lib/<bundled shared libraries>               muParser, fmt, yaml-cpp: absent or another
+#   P/lib/<bundled shared libraries>               muParser, fmt, yaml-cpp, zstd: absent or another
 #                                                  version on the GPU machine (cmake/Dependencies.cmake)
 #   P/lib/mlatune/libyaml-cpp.a                    the static yaml-cpp the core links
 #   P/include/mlatune/{core,cache}/*.h             headers, included as "cache/c_api.h"
@@ -56,7 +56,8 @@ endforeach()
 # The shared libraries the build bundled (cmake/Dependencies.cmake, CApi.cmake)
 # that the installed programs and libmlatune_c.so load.
 install(DIRECTORY ${CMAKE_BINARY_DIR}/lib/ DESTINATION ${MLATUNE_INSTALL_LIBDIR}
-        FILES_MATCHING PATTERN "libmuparser.so*" PATTERN "libfmt.so*" PATTERN "libyaml-cpp.so*")
+        FILES_MATCHING PATTERN "libmuparser.so*" PATTERN "libfmt.so*" PATTERN "libyaml-cpp.so*"
+        PATTERN "libzstd.so*")
 # The runtime's imported muParser target points at the bundled copy (by soname).
 file(GLOB MLATUNE_MUPARSER_BUNDLED RELATIVE ${CMAKE_BINARY_DIR}/lib ${CMAKE_BINARY_DIR}/lib/libmuparser.so*)
 get_filename_component(MLATUNE_YAML_CPP_STATIC_NAME ${MLATUNE_YAML_CPP_STATIC} NAME)

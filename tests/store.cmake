@@ -5,3 +5,6 @@ target_compile_options(store_writer PRIVATE ${MLATUNE_WARNINGS})
 target_link_libraries(store_writer PRIVATE mlatune_tuner)
 add_dependencies(store_process_test store_writer)
 target_compile_definitions(store_process_test PRIVATE MLATUNE_STORE_WRITER="$<TARGET_FILE:store_writer>")
+
+# store_test writes blobs in the zlib format databases held before zstd.
+target_link_libraries(store_test PRIVATE ZLIB::ZLIB)

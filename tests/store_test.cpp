@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <string>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cache/sqlite.h"
 #include "cache/store.h"
@@ -432,7 +434,7 @@ TEST_F(StoreTest, CubinsAreStoredCompressedAndReadBackExactly) {
   Store store = Store::open(file("packed.db"));
   store.put_binary(BinaryRecord{"real", "mla", "t", "13.0", "sm_90", cubin, "{}"});
   const std::vector<std::uint8_t> blob = stored_blob(file("packed.db"), "real");
-  EXPECT_EQ(std::string(blob.begin(), blob.begin() + 4), "MLZ1");
+  EXPECT_EQ(std::string(blob.begin(), blob.begin() + 4), "MLS1");
   EXPECT_LT(blob.size() * 2, cubin.size()) << "a cubin of " << cubin.size() << " bytes took " << blob.size();
   std::printf("cubin %zu bytes, stored %zu (%.2fx smaller)\n", cubin.size(), blob.size(),
               static_cast<double>(cubin.size()) / static_cast<double>(blob.size()));
@@ -456,6 +458,39 @@ TEST_F(StoreTest, CubinsStoredBeforeCompressionAreReadAsTheyAre) {
   std::optional<BinaryRecord> got = store.get_binary("old");
   ASSERT_TRUE(got);
   EXPECT_EQ(got->cubin, elf);
+}
+
+// "MLZ1" + size + zlib stream: what put_binary wrote before zstd.
+std::vector<std::uint8_t> zlib_blob(const std::vector<std::uint8_t>& cubin) {
+  uLongf bound = compressBound(static_cast<uLong>(cubin.size()));
+  std::vector<std::uint8_t> blob(12 + bound);
+  std::memcpy(blob.data(), "MLZ1", 4);
+  for (int i = 0; i < 8; ++i) blob[4 + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(std::uint64_t{cubin.size()} >> (8 * i));
+  EXPECT_EQ(compress2(blob.data() + 12, &bound, cubin.data(), static_cast<uLong>(cubin.size()), Z_DEFAULT_COMPRESSION), Z_OK);
+  blob.resize(12 + bound);
+  return blob;
+}
+
+TEST_F(StoreTest, CubinsStoredZlibCompressedBeforeZstdAreStillRead) {
+  Store store = Store::open(file("zlib.db"));
+  std::vector<std::uint8_t> cubin(40'000);
+  std::mt19937 rng(11);
+  for (std::size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<std::uint8_t>(i % 97 == 0 ? rng() : i / 300);
+  const std::vector<std::uint8_t> blob = zlib_blob(cubin);
+  ASSERT_LT(blob.size(), cubin.size() / 2);
+  insert_blob(file("zlib.db"), "zlib", blob);
+  std::optional<BinaryRecord> got = store.get_binary("zlib");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->cubin, cubin);
+  // A cut zlib stream is damage, named like a cut zstd frame.
+  insert_blob(file("zlib.db"), "zlib_cut", std::vector<std::uint8_t>(blob.begin(), blob.begin() + 40));
+  try {
+    store.get_binary("zlib_cut");
+    ADD_FAILURE() << "read without an error";
+  } catch (const EnvironmentError& e) {
+    EXPECT_NE(std::string(e.what()).find("binary zlib_cut in "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("zlib"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(StoreTest, ADamagedCompressedBinaryIsAnEnvironmentErrorThatNamesIt) {
