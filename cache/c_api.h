@@ -63,12 +63,12 @@ int mlatune_compile_count(const mlatune_dispatcher* dispatcher, unsigned long lo
  * use went.  The first launch's time includes its workspaces' allocation
  * (also given apart); the phases do not overlap otherwise. */
 enum {
-  MLATUNE_PHASE_CHOOSE = 0,      /* the selector: index lookup, repair */
+  MLATUNE_PHASE_CHOOSE = 0,      /* the selector: index lookup, repairs, the stand-ins' ranking */
   MLATUNE_PHASE_STORE_READ = 1,  /* cubins read from the database */
   MLATUNE_PHASE_LOAD = 2,        /* cubins loaded into the context */
   MLATUNE_PHASE_READY = 3,       /* kernel attributes, shared-memory opt-in */
-  MLATUNE_PHASE_MISS = 4,        /* the untuned shape counted in the database */
-  MLATUNE_PHASE_RANK = 5,        /* stand-ins ranked (the choice's binary absent) */
+  MLATUNE_PHASE_MISS = 4,        /* the untuned shape noted (counted in the database in the background) */
+  MLATUNE_PHASE_RANK = 5,        /* stand-ins ranked apart (a hit whose binary is absent) */
   MLATUNE_PHASE_QUEUE = 6,       /* the choice's background compile queued */
   MLATUNE_PHASE_FIRST_LAUNCH = 7,
   MLATUNE_PHASE_WORKSPACE = 8,   /* inside the first launch: workspaces allocated and freed */
@@ -90,7 +90,8 @@ enum { MLATUNE_COMPILE_BACKGROUND = 0, MLATUNE_COMPILE_BLOCKING = 1 };
 int mlatune_set_compile_mode(mlatune_dispatcher* dispatcher, int mode);
 /* Blocks until every background compile queued so far has finished and its
  * shapes have switched to their chosen binary (or kept their stand-in after
- * a failed compile, which mlatune_choice_for then reports). */
+ * a failed compile, which mlatune_choice_for then reports), and the untuned
+ * shapes noted so far are counted in the database. */
 int mlatune_wait_compiles(mlatune_dispatcher* dispatcher);
 /* Whether the shape currently runs a stand-in (1) or its chosen config (0;
  * also for a shape not launched yet). */

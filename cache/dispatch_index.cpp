@@ -111,9 +111,19 @@ DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, Dispa
 Choice DispatchIndex::choose(const Shape& shape) const { return ranked(shape, 1).front(); }
 
 std::vector<Choice> DispatchIndex::ranked(const Shape& shape, std::size_t limit, std::size_t neighbors) const {
-  Ranking ranking(shape, limit, neighbors ? neighbors : options_.neighbors);
+  return rank(shape, limit, neighbors ? neighbors : options_.neighbors, false);
+}
+
+std::vector<Choice> DispatchIndex::first_use(const Shape& shape, std::size_t limit) const {
+  return rank(shape, limit, options_.neighbors, true);
+}
+
+std::vector<Choice> DispatchIndex::rank(const Shape& shape, std::size_t limit, std::size_t neighbors,
+                                        bool hit_alone) const {
+  Ranking ranking(shape, limit, neighbors);
   if (limit == 0) return {};
   add_hit(ranking);
+  if (hit_alone && !ranking.list.empty()) return std::move(ranking.list);
   for (bool this_device : {true, false}) add_neighbors(ranking, this_device);
   add_fallbacks(ranking);
   add_default(ranking);

@@ -264,7 +264,18 @@ struct Dispatcher::Impl {
   // Last: destroyed first, so the worker is joined before anything its jobs use.
   CompileQueue queue;
 
+  /// Untuned shapes not yet counted in the store (record_miss), and how
+  /// many write jobs were queued for them; under slow_mutex.
+  std::vector<std::string> pending_misses;
+  std::uint64_t miss_jobs = 0;
+
   Impl(Store s) : store(std::move(s)) {}
+  /// Counts the misses whose write job has not run: `queue`, destroyed
+  /// first, drops the jobs it has not started.
+  ~Impl() {
+    std::lock_guard lock(slow_mutex);
+    write_misses();
+  }
 
   const Prepared* find(std::span<const std::int64_t> shape) const {
     const auto* entry = prepared.find(shape);
@@ -340,10 +351,12 @@ struct Dispatcher::Impl {
   }
 
   void prepare(const Shape& shape, Prepared& p) {
+    std::vector<Choice> ranked;  // the choice, then its stand-ins (a hit alone)
     {
       PhaseTimer timed(choose_ns);
-      p.target = index->choose(shape);
+      ranked = index->first_use(shape, stand_in_candidates);
     }
+    p.target = ranked.front();
     p.choice = p.target;
     if (p.target.reason != ChoiceReason::hit) {
       PhaseTimer timed(miss_ns);
@@ -358,7 +371,7 @@ struct Dispatcher::Impl {
     if (!plan) return;
     try {
       if (KernelSlot* slot = ready_slot(p.target)) return ready_kernels(*slot, *plan, p.target, shape, p);
-      if (mode.load() == CompileMode::background && run_stand_in(shape, p)) return;
+      if (mode.load() == CompileMode::background && run_stand_in(shape, std::move(ranked), p)) return;
       ++blocking_compiles;
       ready_kernels(install(p.target, compile(p.target, shape)), *plan, p.target, shape, p);
     } catch (const Error& e) {
@@ -384,11 +397,12 @@ struct Dispatcher::Impl {
     return std::nullopt;
   }
 
-  /// Readies the first ranked alternative whose binary is loaded or stored
-  /// and that can launch here; false when there is none.
-  bool run_stand_in(const Shape& shape, Prepared& p) {
-    std::vector<Choice> ranked;
-    {
+  /// Readies the first alternative in `ranked` (DispatchIndex::first_use:
+  /// the choice first) whose binary is loaded or stored and that can launch
+  /// here; false when there is none.  A hit came alone: its stand-ins are
+  /// ranked here.
+  bool run_stand_in(const Shape& shape, std::vector<Choice> ranked, Prepared& p) {
+    if (ranked.size() == 1 && ranked.front().reason == ChoiceReason::hit) {
       PhaseTimer timed(rank_ns);
       ranked = index->ranked(shape, stand_in_candidates);
     }
@@ -887,23 +901,40 @@ struct Dispatcher::Impl {
     if (!device_id) device_id = store.ensure_device(device);
   }
 
+  /// Notes an untuned shape for `mlatune tune --misses`; the background
+  /// thread writes it, since a write transaction (0.2-1.1 ms of the H200's
+  /// first calls) is no caller's to wait for.  A process killed before the
+  /// job runs loses these counts, never the store.  Under slow_mutex.
   void record_miss(const Shape& shape) {
     if (!options.record_misses) return;
-    try {
-      if (!store.read_only()) {
-        ensure_miss_ids();
-      } else {
-        ++misses_unrecorded;
-        return;
-      }
-      if (store.record_miss(*kernel_id, *device_id, space->shape_string(shape)))
-        ++misses_recorded;
-      else
-        ++misses_unrecorded;
-    } catch (const Error& e) {  // counting a miss must never fail a launch
+    if (store.read_only()) {
       ++misses_unrecorded;
-      if (log) std::fprintf(stderr, "mlatune dispatch: miss not recorded: %s\n", e.what());
+      return;
     }
+    pending_misses.push_back(space->shape_string(shape));
+    // A key of its own: a job of the same key that is running would refuse
+    // this one after it had taken the list.
+    queue.submit(fmt::format("misses {}", ++miss_jobs), [this] {
+      std::lock_guard lock(slow_mutex);
+      write_misses();
+    });
+  }
+
+  /// Counts pending_misses in the store; under slow_mutex.
+  void write_misses() {
+    for (const std::string& shape : pending_misses) {
+      try {
+        ensure_miss_ids();
+        if (store.record_miss(*kernel_id, *device_id, shape))
+          ++misses_recorded;
+        else
+          ++misses_unrecorded;
+      } catch (const Error& e) {  // counting a miss must never fail anything
+        ++misses_unrecorded;
+        if (log) std::fprintf(stderr, "mlatune dispatch: miss not recorded: %s\n", e.what());
+      }
+    }
+    pending_misses.clear();
   }
 
   /// The launch of a prepared shape with the caller's buffers (their count

@@ -69,7 +69,10 @@ enum class CompileMode { background, blocking };
 struct DispatcherOptions {
   int device = 0;            // CUDA device ordinal the launches run on
   CompileMode compile = CompileMode::background;
-  bool record_misses = true; // count untuned shapes in the store (when writable)
+  /// Count untuned shapes in the store (when writable).  The background
+  /// thread writes them (wait_compiles() waits for that too); the ones not
+  /// written yet are written when the dispatcher is destroyed.
+  bool record_misses = true;
   /// Read-only never writes (no misses, no compiled binaries stored); the
   /// default opens read-write and falls back to read-only when it cannot.
   bool read_only = false;
@@ -103,13 +106,14 @@ struct DispatcherStats {
   std::uint64_t race_launches = 0;     // launches timed for a race
   std::string last_background_error;
   std::uint64_t binaries_stored = 0;
-  std::uint64_t misses_recorded = 0;
+  std::uint64_t misses_recorded = 0;    // written to the store so far (see record_misses)
   std::uint64_t misses_unrecorded = 0; // untuned shapes a read-only store could not count
   /// Host time of first uses on callers' threads, by phase, summed over
-  /// shapes (nanoseconds): the choice (index lookup, repair), reading cubins
+  /// shapes (nanoseconds): the choice (index lookup, repairs, and the
+  /// stand-ins ranked in the same pass: DispatchIndex::first_use), reading cubins
   /// from the store, loading them into the context (main kernel and
   /// prologue), readying the launch (attributes, shared-memory opt-in),
-  /// counting misses in the store, ranking the stand-ins (when the choice's
+  /// noting the miss for the background thread to count, ranking the stand-ins apart (a hit whose
   /// binary is absent), queueing the choice's background compile, the first
   /// launch's enqueue (its kernels and, inside it, the workspaces'
   /// allocation and release), and waiting for the lock that first uses share
@@ -198,7 +202,8 @@ class Dispatcher {
   /// Blocks until every background compile queued so far has finished and
   /// its shapes have switched (or kept their stand-in after a failure), and
   /// every race queued so far has its candidates ready (the race itself
-  /// goes on over the shape's next launches).
+  /// goes on over the shape's next launches), and the misses noted so far
+  /// are counted in the store.
   void wait_compiles();
   /// Changes the compile mode for shapes prepared from now on.
   void set_compile_mode(CompileMode mode);

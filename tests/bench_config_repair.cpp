@@ -1,6 +1,7 @@
 // Host time of the dispatcher's choice at a shape nobody tuned: the repair of
-// one borrowed config, and the whole choice (neighbours repaired, binary key)
-// that a first call at a new shape pays, against its 5 ms budget.
+// one borrowed config, the whole choice (neighbours repaired, binary key),
+// the stand-ins' ranking, and the one pass that gives both (what a first call
+// at a new shape pays, against its 5 ms budget).
 //
 // Method: the flagship space; a database holding the H200's best configs at
 // S0-S4 (docs/performance/side_by_side.md, every one with FLOAT4, so odd R
@@ -123,6 +124,21 @@ void BM_Ranked8(benchmark::State& state) {
   state.counters["candidates"] = static_cast<double>(n);
 }
 BENCHMARK(BM_Ranked8)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
+
+// What a dispatcher's first use runs instead of BM_Choose then BM_Ranked8:
+// the choice and its stand-ins in one pass (DispatchIndex::first_use).
+void BM_FirstUse8(benchmark::State& state) {
+  Fixture& f = fixture();
+  const Shape shape = f.space->parse_shape(shapes[state.range(0)]);
+  std::size_t n = 0;
+  for (auto _ : state) {
+    auto ranked = f.index->first_use(shape, 8);
+    n = ranked.size();
+    benchmark::DoNotOptimize(ranked);
+  }
+  state.counters["candidates"] = static_cast<double>(n);
+}
+BENCHMARK(BM_FirstUse8)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace mlatune

@@ -487,6 +487,40 @@ TEST_F(DispatchIndexFallbackTest, RankedListsEveryValidCandidateOnceBestFirst) {
   EXPECT_TRUE(index().ranked(shape, 0).empty());
 }
 
+TEST_F(DispatchIndexTest, AFirstUseRanksOnceWithTheChoiceFirstAndAHitAlone) {
+  // What a dispatcher's first use asks for instead of choose() then ranked():
+  // the same list in one pass, whose head is the choice, down to its text.
+  tune("N=1000,M=16", vector_config, 1.0);
+  tune("N=100,M=16", "ALGORITHM=tiled,THREADS=128,ITEMS=2,VECTOR=true", 2.0);
+  tune("N=20,M=3", other_config, 1.0);
+  DispatchIndex idx = index();
+  std::size_t compared = 0;
+  for (const char* text : {"N=900,M=7", "N=120,M=7", "N=5000,M=16", "N=30,M=4", "N=1,M=1", "N=200000,M=4"}) {
+    SCOPED_TRACE(text);
+    const Shape shape = space_->parse_shape(text);
+    const std::vector<Choice> once = idx.first_use(shape, 8);
+    const std::vector<Choice> twice = idx.ranked(shape, 8);
+    ASSERT_EQ(once.size(), twice.size());
+    for (std::size_t i = 0; i < once.size(); ++i) {
+      EXPECT_EQ(once[i].reason, twice[i].reason) << i;
+      EXPECT_EQ(once[i].config_text, twice[i].config_text) << i;
+      EXPECT_EQ(once[i].binary, twice[i].binary) << i;
+    }
+    const Choice chosen = idx.choose(shape);
+    EXPECT_EQ(once.front().config_text, chosen.config_text);
+    EXPECT_EQ(once.front().explanation, chosen.explanation);
+    compared += once.size();
+  }
+  EXPECT_GT(compared, 12u) << "the shapes should rank several candidates each";
+  // A hit comes alone; ranked() still lists what could stand in for it.
+  const Shape tuned = space_->parse_shape("N=1000,M=16");
+  const std::vector<Choice> hit = idx.first_use(tuned, 8);
+  ASSERT_EQ(hit.size(), 1u);
+  EXPECT_EQ(hit.front().reason, ChoiceReason::hit);
+  EXPECT_GT(idx.ranked(tuned, 8).size(), 1u);
+  EXPECT_TRUE(idx.first_use(tuned, 0).empty());
+}
+
 TEST_F(DispatchIndexTest, RankedOfAShapeNothingCanRunIsOneNone) {
   std::string text = space_->text();
   const std::string anchor = "constraints:\n";

@@ -607,6 +607,33 @@ TEST_F(GpuStandInTest, WithNothingReadyTheCallerCompilesOnce) {
   EXPECT_EQ(dispatcher->stats().compiles, 1u);
 }
 
+TEST_F(GpuStandInTest, UntunedShapesAreCountedInTheBackgroundAndNoneIsLostAtClose) {
+  // Three first uses at untuned shapes (compiled on the caller's thread), then the
+  // dispatcher destroyed at once: whether its background thread wrote them
+  // or its destructor did, each is counted once.
+  const Dims untuned[] = {x, Dims{1, 450, 16, 64, 131}, Dims{2, 333, 16, 64, 131}};
+  DispatcherOptions blocking = without_races();
+  blocking.compile = CompileMode::blocking;
+  {
+    std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file, blocking);
+    for (std::size_t i = 0; i < std::size(untuned); ++i)
+      EXPECT_LE(launch_and_validate(*dispatcher, untuned[i], 71 + i, nullptr), space_->tolerance().relative_l2);
+  }
+  auto counts = [&] {
+    std::map<std::string, std::int64_t> by_shape;
+    for (const auto& miss : Store::open(db_, StoreMode::read_only).misses()) by_shape[miss.shape] = miss.count;
+    return by_shape;
+  };
+  std::map<std::string, std::int64_t> after_close = counts();
+  ASSERT_EQ(after_close.size(), std::size(untuned));
+  for (const Dims& d : untuned) EXPECT_EQ(after_close[space_->shape_string(shape(d))], 1) << space_->shape_string(shape(d));
+  // wait_compiles() waits for the count too.
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file, blocking);
+  EXPECT_LE(launch_and_validate(*dispatcher, x, 75, nullptr), space_->tolerance().relative_l2);
+  dispatcher->wait_compiles();
+  EXPECT_EQ(dispatcher->stats().misses_recorded, 1u);
+  EXPECT_EQ(counts()[space_->shape_string(shape(x))], 2);
+}
 
 // ---- races: an untuned shape times its candidates and keeps the fastest ---------
 
