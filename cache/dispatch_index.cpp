@@ -70,7 +70,8 @@ DispatchIndex::DispatchIndex(const SearchSpace& space, DispatchTarget target, Se
       space_(owned_ ? owned_.get() : &space),
       target_(std::move(target)),
       options_(options),
-      repairer_(*space_) {}
+      repairer_(*space_),
+      template_hasher_(Compiler::source_hasher(space_->template_text())) {}
 
 DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, DispatchTarget target,
                                    SelectorOptions options) {
@@ -355,8 +356,8 @@ Choice DispatchIndex::none(const Shape& shape) const {
 
 void DispatchIndex::finish(Choice& choice, const Shape& shape) const {
   choice.config_text = space_->config_string(choice.config);
-  const CompileRequest request = compile_request(*space_, choice.config, shape, target_.device.arch);
-  choice.binary = compiler_.key(request);
+  const CompileRequest request = compile_request_without_source(*space_, choice.config, shape, target_.device.arch);
+  choice.binary = compiler_.key(template_hasher_, request);
   choice.arch = request.arch;
 }
 

@@ -181,6 +181,7 @@ class DispatchIndex {
   SelectorOptions options_;
   ConfigRepairer repairer_;
   Compiler compiler_;
+  ContentHasher template_hasher_;  // Compiler::source_hasher(space_'s template): keys without the template
   std::vector<Entry> entries_;  // this device's first, then by shape
   std::size_t ignored_ = 0;
 };

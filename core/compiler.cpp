@@ -220,8 +220,14 @@ void ensure_compute_cache_disabled(char** argv) {
 
 CompileRequest compile_request(const SearchSpace& space, const Config& config, const Shape& shape,
                                const std::string& arch) {
-  CompileRequest request;
+  CompileRequest request = compile_request_without_source(space, config, shape, arch);
   request.source = space.template_text();
+  return request;
+}
+
+CompileRequest compile_request_without_source(const SearchSpace& space, const Config& config, const Shape& shape,
+                                              const std::string& arch) {
+  CompileRequest request;
   request.source_name = space.kernel().path.filename().string();
   request.entry = space.kernel().entry;
   // A config that needs sm_90a (say) compiles for it: the key names it.
@@ -260,7 +266,15 @@ std::vector<std::string> Compiler::options(const CompileRequest& request) const 
   return options;
 }
 
-BinaryKey Compiler::key(const CompileRequest& request) const {
+BinaryKey Compiler::key(const CompileRequest& request) const { return key(source_hasher(request.source), request); }
+
+ContentHasher Compiler::source_hasher(std::string_view source) {
+  ContentHasher hasher;
+  hasher.add(source);
+  return hasher;
+}
+
+BinaryKey Compiler::key(const ContentHasher& after_source, const CompileRequest& request) const {
   // Sorted, so that the order in which definitions were listed does not
   // matter; each option is length-prefixed by content_hash's framing below.
   std::vector<std::string> sorted = options(request);
@@ -270,7 +284,12 @@ BinaryKey Compiler::key(const CompileRequest& request) const {
     joined += fmt::format("{}:", option.size());
     joined += option;
   }
-  return BinaryKey{content_hash({request.source, joined, version_, request.arch, request.entry})};
+  // content_hash({source, joined, version, arch, entry}), the source added already.
+  ContentHasher hasher = after_source;
+  for (std::string_view part : {std::string_view(joined), std::string_view(version_), std::string_view(request.arch),
+                                std::string_view(request.entry)})
+    hasher.add(part);
+  return BinaryKey{hasher.digest()};
 }
 
 CompileResult Compiler::compile(const CompileRequest& request) const {

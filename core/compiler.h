@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/hash.h"
 #include "core/resource_usage.h"
 
 namespace mlatune {
@@ -49,6 +50,10 @@ struct CompileRequest {
 /// shape variables' definitions, and the config as text for messages.
 CompileRequest compile_request(const SearchSpace& space, const Config& config, const Shape& shape,
                                const std::string& arch);
+/// compile_request with an empty source: what Compiler::key(after_source,
+/// request) needs.
+CompileRequest compile_request_without_source(const SearchSpace& space, const Config& config, const Shape& shape,
+                                              const std::string& arch);
 
 /// Content hash that names a compiled binary: template text, sorted options,
 /// NVRTC version, architecture and entry.  Equal keys mean equal binaries.
@@ -149,6 +154,14 @@ class Compiler {
   /// for each definition, then the extra options.
   std::vector<std::string> options(const CompileRequest& request) const;
   BinaryKey key(const CompileRequest& request) const;
+  /// The same key with the source's share of the hash done already:
+  /// `after_source` is source_hasher(the request's source), and
+  /// request.source is not read (compile_request_without_source).  Keying
+  /// many configs of one template (a dispatcher's ranking) so skips copying
+  /// and hashing the template for each: 14 us a key with the flagship's
+  /// 123 KB template here, most of it that.
+  BinaryKey key(const ContentHasher& after_source, const CompileRequest& request) const;
+  static ContentHasher source_hasher(std::string_view source);
 
   /// Compiles one request.  A template or option error gives a CompileFailure;
   /// a failing NVRTC call (out of memory, a broken install) throws

@@ -2,12 +2,16 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <random>
 #include <regex>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "core/embedded.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/space.h"
 
 namespace mlatune {
@@ -200,6 +204,43 @@ TEST(Compiler, KeyIgnoresOptionOrderButNotContent) {
   CompileRequest changed_arch = a;
   changed_arch.arch = "sm_80";
   EXPECT_NE(compiler.key(a), compiler.key(changed_arch));
+}
+
+TEST(Compiler, AKeyWithTheSourceHashedAheadIsTheSameKey) {
+  // The flagship's configs at two shapes and two architectures: keyed from a
+  // hasher that took the template once, and from requests that carry it.
+  const SearchSpace space = SearchSpace::load(std::filesystem::path(MLATUNE_TEST_DATA_DIR).parent_path() /
+                                              "search_spaces" / "fused_mla_attention.yaml");
+  Compiler compiler;
+  const ContentHasher after_template = Compiler::source_hasher(space.template_text());
+  std::mt19937_64 rng(3);
+  std::set<std::string> keys;
+  for (const char* text : {"B=2,T=32,H=4,D=16,R=24", "B=1,T=777,H=20,D=56,R=201"}) {
+    const Shape shape = space.parse_shape(text);
+    for (int i = 0; i < 6; ++i) {
+      std::optional<Config> config = space.sample(shape, rng);
+      ASSERT_TRUE(config);
+      for (const char* arch : {"sm_90", "sm_80"}) {
+        const CompileRequest full = compile_request(space, *config, shape, arch);
+        const CompileRequest bare = compile_request_without_source(space, *config, shape, arch);
+        EXPECT_TRUE(bare.source.empty());
+        EXPECT_EQ(bare.definitions, full.definitions);
+        EXPECT_EQ(compiler.key(after_template, bare), compiler.key(full)) << space.config_string(*config);
+        keys.insert(compiler.key(full).hash);
+      }
+    }
+  }
+  EXPECT_GT(keys.size(), 12u) << "sampled configs should give distinct binaries";
+  // The hasher is the source's: another text gives other keys, and the
+  // original is left as it was by a copy that went on.
+  const CompileRequest bare = compile_request_without_source(space, space.default_config(),
+                                                             space.parse_shape("B=2,T=32,H=4,D=16,R=24"), "sm_90");
+  ContentHasher edited = after_template;
+  edited.add("// an edit");
+  EXPECT_NE(compiler.key(Compiler::source_hasher(space.template_text() + " "), bare),
+            compiler.key(after_template, bare));
+  EXPECT_EQ(after_template.digest(), content_hash({space.template_text()}));
+  EXPECT_NE(edited.digest(), after_template.digest());
 }
 
 // Line tables are opt-in: with them NVRTC embeds the PTX text in the cubin,
