@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 #include "cache/config_repair.h"
@@ -111,32 +112,30 @@ void BM_Choose(benchmark::State& state) {
 }
 BENCHMARK(BM_Choose)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
 
-// The ranked alternatives a dispatcher looks through for a stand-in.
-void BM_Ranked8(benchmark::State& state) {
+// Times one listing of candidates at the benchmark's shape; counts them.
+template <typename List>
+void list_candidates(benchmark::State& state, List list) {
   Fixture& f = fixture();
   const Shape shape = f.space->parse_shape(shapes[state.range(0)]);
   std::size_t n = 0;
   for (auto _ : state) {
-    auto ranked = f.index->ranked(shape, 8);
-    n = ranked.size();
-    benchmark::DoNotOptimize(ranked);
+    std::vector<Choice> listed = list(*f.index, shape);
+    n = listed.size();
+    benchmark::DoNotOptimize(listed);
   }
   state.counters["candidates"] = static_cast<double>(n);
+}
+
+// The ranked alternatives a dispatcher looks through for a stand-in.
+void BM_Ranked8(benchmark::State& state) {
+  list_candidates(state, [](const DispatchIndex& index, const Shape& shape) { return index.ranked(shape, 8); });
 }
 BENCHMARK(BM_Ranked8)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
 
 // What a dispatcher's first use runs instead of BM_Choose then BM_Ranked8:
 // the choice and its stand-ins in one pass (DispatchIndex::first_use).
 void BM_FirstUse8(benchmark::State& state) {
-  Fixture& f = fixture();
-  const Shape shape = f.space->parse_shape(shapes[state.range(0)]);
-  std::size_t n = 0;
-  for (auto _ : state) {
-    auto ranked = f.index->first_use(shape, 8);
-    n = ranked.size();
-    benchmark::DoNotOptimize(ranked);
-  }
-  state.counters["candidates"] = static_cast<double>(n);
+  list_candidates(state, [](const DispatchIndex& index, const Shape& shape) { return index.first_use(shape, 8); });
 }
 BENCHMARK(BM_FirstUse8)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
 
