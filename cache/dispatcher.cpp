@@ -261,20 +261,23 @@ struct Dispatcher::Impl {
   mutable std::mutex error_mutex;     // for last_background_error (stats() must not wait on a compile)
   std::string last_background_error;
 
-  // Last: destroyed first, so the worker is joined before anything its jobs use.
-  CompileQueue queue;
-
   /// Untuned shapes not yet counted in the store (record_miss), and how
   /// many write jobs were queued for them; under slow_mutex.
   std::vector<std::string> pending_misses;
   std::uint64_t miss_jobs = 0;
 
+  // Last: destroyed first, so the worker is joined before anything its jobs use.
+  CompileQueue queue;
+
   Impl(Store s) : store(std::move(s)) {}
   /// Counts the misses whose write job has not run: `queue`, destroyed
   /// first, drops the jobs it has not started.
   ~Impl() {
-    std::lock_guard lock(slow_mutex);
-    write_misses();
+    try {
+      std::lock_guard lock(slow_mutex);
+      write_misses();
+    } catch (...) {  // a count is not worth terminating the process from a destructor
+    }
   }
 
   const Prepared* find(std::span<const std::int64_t> shape) const {

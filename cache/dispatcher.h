@@ -106,19 +106,19 @@ struct DispatcherStats {
   std::uint64_t race_launches = 0;     // launches timed for a race
   std::string last_background_error;
   std::uint64_t binaries_stored = 0;
-  std::uint64_t misses_recorded = 0;    // written to the store so far (see record_misses)
+  std::uint64_t misses_recorded = 0;   // written to the store so far (see record_misses)
   std::uint64_t misses_unrecorded = 0; // untuned shapes a read-only store could not count
   /// Host time of first uses on callers' threads, by phase, summed over
   /// shapes (nanoseconds): the choice (index lookup, repairs, and the
-  /// stand-ins ranked in the same pass: DispatchIndex::first_use), reading cubins
-  /// from the store, loading them into the context (main kernel and
+  /// stand-ins ranked in the same pass: DispatchIndex::first_use), reading
+  /// cubins from the store, loading them into the context (main kernel and
   /// prologue), readying the launch (attributes, shared-memory opt-in),
-  /// noting the miss for the background thread to count, ranking the stand-ins apart (a hit whose
-  /// binary is absent), queueing the choice's background compile, the first
-  /// launch's enqueue (its kernels and, inside it, the workspaces'
-  /// allocation and release), and waiting for the lock that first uses share
-  /// with the background thread's loads and stores.  The same steps run for
-  /// a race or a background compile are not counted.
+  /// noting the miss for the background thread to count, ranking the
+  /// stand-ins apart (a hit whose binary is absent), queueing the choice's
+  /// background compile, the first launch's enqueue (its kernels and, inside
+  /// it, the workspaces' allocation and release), and waiting for the lock
+  /// that first uses share with the background thread's loads and stores.
+  /// The same steps run for a race or a background compile are not counted.
   std::uint64_t choose_ns = 0, store_read_ns = 0, load_ns = 0, ready_ns = 0, miss_ns = 0, rank_ns = 0,
                 queue_ns = 0, first_launch_ns = 0, workspace_ns = 0, lock_wait_ns = 0;
 };
