@@ -156,6 +156,10 @@ struct Race {
 
 /// How many alternatives the search for a stand-in looks through.
 constexpr std::size_t stand_in_candidates = 8;
+// The most a dispatcher's workspace pool keeps across synchronizations, as
+// a share of the device's memory (WorkspacePool::keep_at_least): 1/8, 17.6 GB
+// on the H200, past the 4.3 GB of K/V the benchmark's largest shape needs.
+constexpr std::uint64_t workspace_keep_share = 8;
 
 /// How many nearest tuned entries a race's candidates are drawn from (the
 /// selector itself repairs and compares 4: SelectorOptions).
@@ -192,10 +196,14 @@ bool logging_enabled() {
 /// `keep_bytes` across synchronizations instead, without touching the
 /// default pool other code in the process relies on.  Creating it and one
 /// byte allocated and freed move the pool's setup (6.5 ms on the H200 for the
-/// first pool of a process) to open.
+/// first pool of a process) to open.  A shape whose workspaces outgrow what
+/// the pool keeps raises it (keep_at_least, up to `cap`): else every launch
+/// there after a synchronization would map the excess afresh, host time a
+/// first call on the H200 paid once (2.76 ms with the 1.9 GB of K/V at
+/// 6,2759,59,240,291).
 class WorkspacePool {
  public:
-  WorkspacePool(int device, std::uint64_t keep_bytes) {
+  WorkspacePool(int device, std::uint64_t keep_bytes, std::uint64_t cap) : kept_(keep_bytes), cap_(cap) {
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -218,9 +226,24 @@ class WorkspacePool {
   /// once freed: destroying the pool does not wait for it.
   ~WorkspacePool() { cudaMemPoolDestroy(pool_); }
   cudaMemPool_t get() const { return pool_; }
+  std::uint64_t kept() const {
+    std::lock_guard lock(mutex_);
+    return kept_;
+  }
+  /// Keeps at least min(bytes, cap) across synchronizations from now on.
+  void keep_at_least(std::uint64_t bytes) {
+    bytes = std::min(bytes, cap_);
+    std::lock_guard lock(mutex_);
+    if (bytes <= kept_) return;
+    MLATUNE_CUDA(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &bytes));
+    kept_ = bytes;
+  }
 
  private:
   cudaMemPool_t pool_ = nullptr;
+  mutable std::mutex mutex_;  // first launches on several threads
+  std::uint64_t kept_;        // the release threshold now
+  const std::uint64_t cap_;
 };
 
 }  // namespace
@@ -1046,6 +1069,11 @@ struct Dispatcher::Impl {
       {
         std::optional<PhaseTimer> timed;
         if (workspace_sum) timed.emplace(*workspace_sum);
+        if (workspace_sum && workspace_pool) {  // a first launch: what this shape needs is kept from now on
+          std::uint64_t total = 0;
+          for (std::size_t k = 0; k < w; ++k) total += static_cast<std::uint64_t>(d.workspace_bytes[k]);
+          workspace_pool->keep_at_least(total);
+        }
         for (std::size_t k = 0; k < w; ++k) {
           auto bytes = static_cast<std::size_t>(d.workspace_bytes[k]);
           if (bytes == 0) continue;  // an empty workspace stays a null pointer
@@ -1130,7 +1158,12 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   // than on a caller's first call (milliseconds each).
   impl->space->prepare_evaluators(DispatchIndex::first_use_evaluators + 1);
   if (impl->space->prologue())
-    impl->workspace_pool = std::make_unique<WorkspacePool>(options.device, options.workspace_keep_bytes);
+    impl->workspace_pool = std::make_unique<WorkspacePool>(
+        options.device, options.workspace_keep_bytes,
+        options.workspace_keep_bytes == 0
+            ? 0
+            : std::max(options.workspace_keep_bytes,
+                       static_cast<std::uint64_t>(impl->properties.total_memory) / workspace_keep_share));
   if (options.record_misses && !impl->store.read_only()) {
     try {
       impl->ensure_miss_ids();
@@ -1243,6 +1276,7 @@ DispatcherStats Dispatcher::stats() const {
   s.binaries_stored = impl_->binaries_stored;
   s.misses_recorded = impl_->misses_recorded;
   s.misses_unrecorded = impl_->misses_unrecorded;
+  s.workspace_kept_bytes = impl_->workspace_pool ? impl_->workspace_pool->kept() : 0;
   s.blocking_compiles = impl_->blocking_compiles;
   s.background_compiles = impl_->background_compiles;
   s.background_failures = impl_->background_failures;

@@ -85,8 +85,10 @@ struct DispatcherOptions {
   /// Workspace memory (a prologue's materialized K/V, per launch) the
   /// dispatcher's own stream-ordered pool keeps across synchronizations,
   /// instead of giving it back to the driver and mapping it again at the
-  /// next launch.  0 keeps nothing (each launch after a synchronization
-  /// maps its workspace afresh).
+  /// next launch.  A shape's first launch raises what is kept to its
+  /// workspaces' size, up to an eighth of the device's memory, so that its
+  /// later launches map nothing afresh.  0 keeps nothing, ever (each launch
+  /// after a synchronization maps its workspace afresh).
   std::uint64_t workspace_keep_bytes = std::uint64_t{1} << 30;
 };
 
@@ -108,6 +110,10 @@ struct DispatcherStats {
   std::uint64_t binaries_stored = 0;
   std::uint64_t misses_recorded = 0;   // written to the store so far (see record_misses)
   std::uint64_t misses_unrecorded = 0; // untuned shapes a read-only store could not count
+  /// What the workspace pool keeps across synchronizations now (0 for a
+  /// space without a prologue): workspace_keep_bytes, or the largest
+  /// workspace a shape's first launch needed since.
+  std::uint64_t workspace_kept_bytes = 0;
   /// Host time of first uses on callers' threads, by phase, summed over
   /// shapes (nanoseconds): the choice (index lookup, repairs, and the
   /// stand-ins ranked in the same pass: DispatchIndex::first_use), reading

@@ -32,6 +32,7 @@
 #include "tests/tuned_entry.h"
 #include "core/compiler.h"
 #include "core/cuda.h"
+#include "core/launch_plan.h"
 #include "core/space.h"
 #include "tuner/workload.h"
 
@@ -633,6 +634,31 @@ TEST_F(GpuStandInTest, UntunedShapesAreCountedInTheBackgroundAndNoneIsLostAtClos
   dispatcher->wait_compiles();
   EXPECT_EQ(dispatcher->stats().misses_recorded, 1u);
   EXPECT_EQ(counts()[space_->shape_string(shape(x))], 2);
+}
+TEST_F(GpuStandInTest, AShapesFirstLaunchRaisesWhatTheWorkspacePoolKeeps) {
+  // An empty database: x runs the space's first fallback, whose prologue
+  // materializes K and V (MBs at x) in a workspace larger than the 1 MiB
+  // the pool is opened to keep.  Its first launch raises what is kept to
+  // that size; a dispatcher that keeps nothing stays so.
+  DispatcherOptions options = without_races();
+  options.compile = CompileMode::blocking;
+  options.workspace_keep_bytes = std::uint64_t{1} << 20;
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file, options);
+  EXPECT_EQ(dispatcher->stats().workspace_kept_bytes, options.workspace_keep_bytes);
+  EXPECT_LE(launch_and_validate(*dispatcher, x, 81, nullptr), space_->tolerance().relative_l2);
+  const LaunchPlan plan = plan_launch(*space_, dispatcher->describe(shape(x)).choice.config, shape(x));
+  ASSERT_TRUE(plan.steps.prologue) << "the fallback at x should run a prologue";
+  std::uint64_t needed = 0;
+  for (std::int64_t bytes : plan.steps.workspace_bytes) needed += static_cast<std::uint64_t>(bytes);
+  ASSERT_GT(needed, options.workspace_keep_bytes);
+  EXPECT_EQ(dispatcher->stats().workspace_kept_bytes, needed);
+  EXPECT_LE(launch_and_validate(*dispatcher, x, 82, nullptr), space_->tolerance().relative_l2);
+  EXPECT_EQ(dispatcher->stats().workspace_kept_bytes, needed) << "a later launch changes nothing";
+  dispatcher.reset();
+  options.workspace_keep_bytes = 0;
+  std::unique_ptr<Dispatcher> keeps_nothing = Dispatcher::open(db_, space_file, options);
+  EXPECT_LE(launch_and_validate(*keeps_nothing, x, 83, nullptr), space_->tolerance().relative_l2);
+  EXPECT_EQ(keeps_nothing->stats().workspace_kept_bytes, 0u);
 }
 
 // ---- races: an untuned shape times its candidates and keeps the fastest ---------
