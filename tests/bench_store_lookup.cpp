@@ -1,6 +1,10 @@
 // Looking up the best config for a shape in a store that holds 100,000
 // measurements (1,000 shapes x 100 configs, one kernel, device and toolchain),
 // loaded through Store::record, one commit each, as a sweep writes them.
+// BM_ReadBinary: reading back one real cubin (a flagship tensor-core config
+// at S2, compiled by NVRTC for sm_90a at setup), as a first call reads its
+// stand-in's: packed as the store packs it (zstd) and as databases written
+// before it hold it (zlib).
 #include <benchmark/benchmark.h>
 
 #include <unistd.h>
@@ -12,7 +16,14 @@
 #include <string>
 #include <vector>
 
+#include <cstring>
+
+#include <zlib.h>
+
+#include "cache/sqlite.h"
 #include "cache/store.h"
+#include "core/compiler.h"
+#include "core/space.h"
 
 namespace {
 
@@ -168,6 +179,64 @@ void BM_RecordCommitted(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RecordCommitted)->Unit(benchmark::kMicrosecond);
+
+/// A store holding one real cubin twice: "zstd" (put_binary) and "zlib"
+/// (the blob databases before zstd hold: "MLZ1", the size, a zlib stream).
+struct CubinStore {
+  fs::path path = temp_dir() / "cubins.db";
+  std::size_t cubin_bytes = 0;
+  CubinStore() {
+    const SearchSpace space = SearchSpace::load(fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "search_spaces" /
+                                                "fused_mla_attention.yaml");
+    const Shape s2 = space.parse_shape("B=4,T=1024,H=16,D=64,R=128");
+    const Config config = space.parse_config(
+        "ALGORITHM=tf32x3_kvgemm,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=64,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
+        "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=wgmma_m128");
+    const CompileResult compiled = Compiler().compile(compile_request(space, config, s2, "sm_90"));
+    if (!compiled.ok()) throw std::runtime_error(compiled.failure().message);
+    const std::vector<std::uint8_t> cubin(compiled.binary().cubin.begin(), compiled.binary().cubin.end());
+    cubin_bytes = cubin.size();
+    fs::remove(path);
+    Store store = Store::open(path);
+    store.put_binary(BinaryRecord{"zstd", "mla", "t", "13.0", "sm_90a", cubin, "{}"});
+    uLongf bound = compressBound(static_cast<uLong>(cubin.size()));
+    std::vector<std::uint8_t> blob(12 + bound);
+    std::memcpy(blob.data(), "MLZ1", 4);
+    for (int i = 0; i < 8; ++i) blob[4 + i] = static_cast<std::uint8_t>(std::uint64_t{cubin.size()} >> (8 * i));
+    if (compress2(blob.data() + 12, &bound, cubin.data(), static_cast<uLong>(cubin.size()), Z_DEFAULT_COMPRESSION) != Z_OK)
+      throw std::runtime_error("zlib compress2 failed");
+    blob.resize(12 + bound);
+    auto connection = sqlite::Connection::open(path, sqlite::OpenMode::read_write_create);
+    connection
+        .prepare("INSERT INTO binaries(key, kernel_name, template_hash, nvrtc_version, arch, cubin, resources, "
+                 "created_at) VALUES('zlib', 'mla', 't', '13.0', 'sm_90a', ?1, '{}', '2026-12-05')")
+        .bind_blob(1, blob)
+        .run();
+  }
+};
+
+const CubinStore& cubins() {
+  static const CubinStore store;
+  return store;
+}
+
+void BM_ReadBinary(benchmark::State& state) {
+  const CubinStore& c = cubins();
+  Store store = Store::open(c.path, StoreMode::read_only);
+  const std::string key = state.range(0) == 0 ? "zstd" : "zlib";
+  std::int64_t stored = 0;
+  for (const auto& b : store.binaries_of("mla"))
+    if (b.key == key) stored = b.stored_bytes;
+  for (auto _ : state) {
+    std::optional<BinaryRecord> record = store.get_binary(key);
+    if (!record || record->cubin.size() != c.cubin_bytes) state.SkipWithError("the cubin did not come back whole");
+    benchmark::DoNotOptimize(record);
+  }
+  state.SetLabel(key);
+  state.counters["cubin_bytes"] = static_cast<double>(c.cubin_bytes);
+  state.counters["stored_bytes"] = static_cast<double>(stored);
+}
+BENCHMARK(BM_ReadBinary)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -8,3 +8,5 @@ target_compile_definitions(store_process_test PRIVATE MLATUNE_STORE_WRITER="$<TA
 
 # store_test writes blobs in the zlib format databases held before zstd.
 target_link_libraries(store_test PRIVATE ZLIB::ZLIB)
+# bench_store_lookup's BM_ReadBinary writes a zlib blob too.
+target_link_libraries(bench_store_lookup PRIVATE ZLIB::ZLIB)
