@@ -36,6 +36,7 @@ constexpr int zstd_level = 9;
 // A cubin larger than this is a damaged record, not a binary (the largest
 // flagship cubin is under 1 MB).
 constexpr std::uint64_t max_cubin_bytes = std::uint64_t{1} << 30;
+constexpr std::uint64_t zlib_max_ratio = 1032;
 
 std::vector<std::uint8_t> pack(const std::vector<std::uint8_t>& cubin) {
   std::vector<std::uint8_t> out(packed_header + ZSTD_compressBound(cubin.size()));
@@ -66,9 +67,17 @@ std::vector<std::uint8_t> unpack(const std::vector<std::uint8_t>& blob, const st
                                         key, database.string(), why, database.string(), key));
   };
   if (size > max_cubin_bytes) throw damaged(fmt::format("says it holds {} bytes", size));
-  std::vector<std::uint8_t> cubin(size);
   const std::uint8_t* stream = blob.data() + packed_header;
   const std::size_t stream_bytes = blob.size() - packed_header;
+  if (zstd) {  // the frame says its size too: a disagreement is damage, found before allocating
+    const unsigned long long framed = ZSTD_getFrameContentSize(stream, stream_bytes);
+    if (framed == ZSTD_CONTENTSIZE_ERROR || framed == ZSTD_CONTENTSIZE_UNKNOWN)
+      throw damaged("no zstd frame with its size");
+    if (framed != size) throw damaged(fmt::format("its zstd frame holds {} bytes, {} recorded", framed, size));
+  } else if (size > zlib_max_ratio * stream_bytes + 64) {  // deflate expands at most 1032 times
+    throw damaged(fmt::format("says it holds {} bytes, more than a {}-byte zlib stream can", size, stream_bytes));
+  }
+  std::vector<std::uint8_t> cubin(size);
   std::uint64_t written = 0;
   if (zstd) {
     const std::size_t got = ZSTD_decompress(cubin.data(), cubin.size(), stream, stream_bytes);

@@ -498,19 +498,28 @@ TEST_F(StoreTest, ADamagedCompressedBinaryIsAnEnvironmentErrorThatNamesIt) {
   std::vector<std::uint8_t> good(5000, 7);
   store.put_binary(BinaryRecord{"good", "mla", "t", "13.0", "sm_90", good, "{}"});
   std::vector<std::uint8_t> blob = stored_blob(file("damaged.db"), "good");
-  std::vector<std::uint8_t> cut(blob.begin(), blob.begin() + static_cast<std::ptrdiff_t>(blob.size() / 2));
-  insert_blob(file("damaged.db"), "cut", cut);
+  // The frame without its last bytes, and the header with a frame cut short of its own header.
+  insert_blob(file("damaged.db"), "cut", std::vector<std::uint8_t>(blob.begin(), blob.end() - 3));
+  insert_blob(file("damaged.db"), "headless", std::vector<std::uint8_t>(blob.begin(), blob.begin() + 14));
   std::vector<std::uint8_t> huge = blob;
   huge[11] = 0x7f;  // the recorded size's top byte: far past any cubin
   insert_blob(file("damaged.db"), "huge", huge);
-  for (const char* key : {"cut", "huge"}) {
+  std::vector<std::uint8_t> lying = blob;
+  lying[4] ^= 1;  // a recorded size the zstd frame does not hold: found before unpacking
+  insert_blob(file("damaged.db"), "lying", lying);
+  const std::map<std::string, std::string> why = {
+      {"cut", "zstd: "},
+      {"headless", "no zstd frame with its size"},
+      {"huge", "says it holds"},
+      {"lying", "its zstd frame holds 5000 bytes, 5001 recorded"}};
+  for (const auto& [key, reason] : why) {
     SCOPED_TRACE(key);
     try {
       store.get_binary(key);
       ADD_FAILURE() << "read without an error";
     } catch (const EnvironmentError& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("binary ") + key + " in "), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("binary " + key + " in "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("damaged (" + reason), std::string::npos) << e.what();
     }
   }
   EXPECT_EQ(store.get_binary("good")->cubin, good);
