@@ -315,6 +315,14 @@ class Store {
   std::vector<StoredBinary> binaries_of(const std::string& kernel_name);
   /// Deletes these binaries in one transaction; returns how many there were.
   std::int64_t delete_binaries(const std::vector<std::string>& keys);
+  /// Rewrites with zstd the binaries stored zlib-compressed or as they were
+  /// (databases written before zstd), in one transaction, so that reading
+  /// them back costs what a new one does; a damaged one is left as it is
+  /// and counted.  Idempotent.
+  struct Repacked {
+    std::int64_t binaries = 0, bytes_before = 0, bytes_after = 0, damaged = 0;
+  };
+  Repacked repack_binaries();
 
   // ---- misses --------------------------------------------------------------------
   /// Counts a run-time lookup of an untuned shape.  Returns false (and writes

@@ -125,6 +125,44 @@ std::optional<BinaryRecord> Store::get_binary(const std::string& key) {
                       s->column_text(4), unpack(s->column_blob(5), key, path_), s->column_text(6)};
 }
 
+Store::Repacked Store::repack_binaries() {
+  require_writable("repack binaries");
+  Repacked r;
+  std::vector<std::string> keys;
+  {
+    auto s = db_.prepare("SELECT key FROM binaries WHERE substr(cubin, 1, 4) != CAST(?1 AS BLOB) ORDER BY key");
+    s.bind(1, std::string(zstd_magic, sizeof zstd_magic));
+    while (s.step()) keys.push_back(s.column_text(0));
+  }
+  if (keys.empty()) return r;
+  Transaction transaction(db_);
+  auto read = db_.prepare("SELECT cubin FROM binaries WHERE key = ?1");
+  auto write = db_.prepare("UPDATE binaries SET cubin = ?2 WHERE key = ?1");
+  for (const std::string& key : keys) {
+    read.bind(1, key);
+    if (!read.step()) {
+      read.reset();
+      continue;
+    }
+    const std::vector<std::uint8_t> blob = read.column_blob(0);
+    read.reset();
+    std::vector<std::uint8_t> packed;
+    try {
+      packed = pack(unpack(blob, key, path_));
+    } catch (const EnvironmentError&) {  // damaged: get_binary says so where it is read
+      ++r.damaged;
+      continue;
+    }
+    write.bind(1, key).bind_blob(2, packed).run();
+    write.reset();
+    ++r.binaries;
+    r.bytes_before += static_cast<std::int64_t>(blob.size());
+    r.bytes_after += static_cast<std::int64_t>(packed.size());
+  }
+  transaction.commit();
+  return r;
+}
+
 std::vector<Store::StoredBinary> Store::binaries_of(const std::string& kernel_name) {
   auto s = db_.prepare("SELECT key, template_hash, nvrtc_version, arch, length(cubin) FROM binaries "
                        "WHERE kernel_name = ?1 ORDER BY key");

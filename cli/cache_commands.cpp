@@ -385,6 +385,13 @@ void prune(const CacheOptions& o) {
 void vacuum(const CacheOptions& o) {
   Store store = Store::open(database_path(o.db), StoreMode::read_write);
   auto before = store.info();
+  const Store::Repacked repacked = store.repack_binaries();
+  if (repacked.binaries)
+    fmt::print("repacked {} binary(ies) stored before zstd: {} -> {}\n", repacked.binaries,
+               human_bytes(repacked.bytes_before), human_bytes(repacked.bytes_after));
+  if (repacked.damaged)
+    fmt::print("left {} damaged binary(ies) as they are (a dispatcher or sweep that reads one says which)\n",
+               repacked.damaged);
   store.vacuum();
   auto after = store.info();
   fmt::print("{}: {} -> {}\n", store.path().string(), human_bytes(before.file_bytes + before.wal_bytes),
@@ -478,7 +485,8 @@ void add_cache_commands(CLI::App& app) {
                         "Current space file(s) (default: each kernel's space file from its latest run)");
   prune_cmd->callback([options] { prune(*options); });
 
-  CLI::App* vacuum_cmd = cache->add_subcommand("vacuum", "Compact the database file");
+  CLI::App* vacuum_cmd = cache->add_subcommand(
+      "vacuum", "Compact the database file (binaries stored before zstd are repacked with it first)");
   vacuum_cmd->callback([options] { vacuum(*options); });
 
   CLI::App* info_cmd = cache->add_subcommand("info", "Schema version, counts and size");

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/sqlite.h"
 #include "cache/store.h"
 #include "tests/run_program.h"
 #include "core/hash.h"
@@ -237,7 +238,28 @@ TEST_F(CacheCliTest, VacuumKeepsTheContents) {
   Result r = run({"cache", "vacuum", "--db", db.string()});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(" -> "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("repacked"), std::string::npos) << "nothing to repack: " << r.out;
   EXPECT_EQ(json::parse(run({"cache", "info", "--json", "--db", db.string()}).out)["measurements"], 5);
+}
+
+TEST_F(CacheCliTest, VacuumRepacksBinariesStoredBeforeZstd) {
+  auto db = make_db("a.db");
+  const std::vector<std::uint8_t> elf(4096, 0x33);
+  {
+    auto connection = sqlite::Connection::open(db, sqlite::OpenMode::read_write_create);
+    connection
+        .prepare("INSERT INTO binaries(key, kernel_name, template_hash, nvrtc_version, arch, cubin, resources, "
+                 "created_at) VALUES('old', 'mla', 't', '13.0', 'sm_90', ?1, '{}', '2026-11-01')")
+        .bind_blob(1, elf)
+        .run();
+  }
+  Result r = run({"cache", "vacuum", "--db", db.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("repacked 1 binary(ies) stored before zstd: 4.0 KiB -> "), std::string::npos) << r.out;
+  Store store = Store::open(db, StoreMode::read_only);
+  EXPECT_EQ(store.get_binary("old")->cubin, elf);
+  Result again = run({"cache", "vacuum", "--db", db.string()});
+  EXPECT_EQ(again.out.find("repacked"), std::string::npos) << again.out;
 }
 
 

@@ -493,6 +493,40 @@ TEST_F(StoreTest, CubinsStoredZlibCompressedBeforeZstdAreStillRead) {
   }
 }
 
+TEST_F(StoreTest, BinariesStoredBeforeZstdAreRepackedWithItAndReadTheSame) {
+  Store store = Store::open(file("repack.db"));
+  std::vector<std::uint8_t> cubin(30'000);
+  std::mt19937 rng(13);
+  for (std::size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<std::uint8_t>(i % 61 == 0 ? rng() : i / 500);
+  const std::vector<std::uint8_t> elf = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0x33, 0, 1, 2, 3};
+  insert_blob(file("repack.db"), "zlib", zlib_blob(cubin));
+  insert_blob(file("repack.db"), "raw", elf);
+  store.put_binary(BinaryRecord{"new", "mla", "t", "13.0", "sm_90", cubin, "{}"});
+  const std::vector<std::uint8_t> new_blob = stored_blob(file("repack.db"), "new");
+  std::vector<std::uint8_t> damaged = zlib_blob(cubin);
+  damaged.resize(damaged.size() / 2);
+  insert_blob(file("repack.db"), "damaged", damaged);
+
+  const Store::Repacked r = store.repack_binaries();
+  EXPECT_EQ(r.binaries, 2);
+  EXPECT_EQ(r.damaged, 1);
+  EXPECT_EQ(r.bytes_before, static_cast<std::int64_t>(zlib_blob(cubin).size() + elf.size()));
+  EXPECT_GT(r.bytes_after, 0);
+  for (const char* key : {"zlib", "raw", "new"}) {
+    const std::vector<std::uint8_t> blob = stored_blob(file("repack.db"), key);
+    EXPECT_EQ(std::string(blob.begin(), blob.begin() + 4), "MLS1") << key;
+  }
+  EXPECT_EQ(stored_blob(file("repack.db"), "new"), new_blob) << "a zstd blob is left as it was";
+  EXPECT_EQ(stored_blob(file("repack.db"), "damaged"), damaged) << "a damaged blob is left as it was";
+  EXPECT_EQ(store.get_binary("zlib")->cubin, cubin);
+  EXPECT_EQ(store.get_binary("raw")->cubin, elf);
+  EXPECT_EQ(store.get_binary("new")->cubin, cubin);
+  const Store::Repacked again = store.repack_binaries();
+  EXPECT_EQ(again.binaries, 0);
+  EXPECT_EQ(again.damaged, 1);
+  EXPECT_THROW(Store::open(file("repack.db"), StoreMode::read_only).repack_binaries(), EnvironmentError);
+}
+
 TEST_F(StoreTest, ADamagedCompressedBinaryIsAnEnvironmentErrorThatNamesIt) {
   Store store = Store::open(file("damaged.db"));
   std::vector<std::uint8_t> good(5000, 7);
