@@ -354,11 +354,14 @@ Choice DispatchIndex::none(const Shape& shape) const {
   return choice;
 }
 
+BinaryKey DispatchIndex::binary_key(const Config& config, const Shape& shape) const {
+  return compiler_.key(template_hasher_, compile_request_without_source(*space_, config, shape, target_.device.arch));
+}
+
 void DispatchIndex::finish(Choice& choice, const Shape& shape) const {
   choice.config_text = space_->config_string(choice.config);
-  const CompileRequest request = compile_request_without_source(*space_, choice.config, shape, target_.device.arch);
-  choice.binary = compiler_.key(template_hasher_, request);
-  choice.arch = request.arch;
+  choice.binary = binary_key(choice.config, shape);
+  choice.arch = space_->target_architecture(choice.config, shape, target_.device.arch);
 }
 
 std::optional<BinaryRecord> DispatchIndex::stored_binary(Store& store, const Choice& choice) const {

@@ -136,6 +136,11 @@ class DispatchIndex {
   /// guess at what to time, never at what wins.
   std::vector<Choice> filling_variants(const Choice& choice, const Shape& shape, std::size_t limit) const;
 
+  /// The key of `config`'s binary at `shape` for the target's architecture
+  /// and NVRTC: a choice's `binary`, and what `cache warm` names the
+  /// binaries it compiles (hashed on from the template's hash state).
+  BinaryKey binary_key(const Config& config, const Shape& shape) const;
+
   /// A stored binary for `choice`, or nullopt when absent or when its record
   /// says it was made for another architecture, NVRTC, kernel or template
   /// (a key collision must not load a foreign cubin).

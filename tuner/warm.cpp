@@ -26,13 +26,10 @@ unsigned thread_count(unsigned jobs) {
 
 /// Plans one candidate and names its binaries.
 std::vector<WarmBinary> plan_candidate(const DispatchIndex& index, const PlannedConfig& planned) {
-  const SearchSpace& space = index.space();
-  const Compiler compiler;
   std::vector<WarmBinary> binaries;
   for (const Shape& shape : planned.binaries.shapes)
-    binaries.push_back(WarmBinary{
-        compiler.key(compile_request(space, planned.binaries.config, shape, index.target().device.arch)),
-        planned.binaries.config, shape});
+    binaries.push_back(
+        WarmBinary{index.binary_key(planned.binaries.config, shape), planned.binaries.config, shape});
   return binaries;
 }
 
@@ -43,11 +40,10 @@ std::vector<WarmBinary> plan_candidate(const DispatchIndex& index, const Planned
 std::size_t add_tuned_shape_binaries(const DispatchIndex& index, const TunedEntries& tuned, const ShapeBox& box,
                                      std::map<BinaryKey, WarmBinary>& distinct) {
   const SearchSpace& space = index.space();
-  const Compiler compiler;
   std::size_t added = 0;
   for (const auto& [shape, config] : tuned.entries) {
     if (!box.contains(shape) || !space.check(config, shape)) continue;
-    BinaryKey key = compiler.key(compile_request(space, config, shape, index.target().device.arch));
+    BinaryKey key = index.binary_key(config, shape);
     if (distinct.try_emplace(key, WarmBinary{key, config, shape}).second) ++added;
   }
   return added;

@@ -36,13 +36,12 @@ struct Sample {
 
 Sample examine(const DispatchIndex& index, const std::vector<Config>& standing, const Shape& shape) {
   const SearchSpace& space = index.space();
-  const Compiler compiler;
   Sample sample;
   for (Choice& choice : index.ranked(shape, coverage_rank_limit))
     if (choice.ok()) sample.ranked.push_back(std::move(choice));
   for (const Config& config : standing) {
     if (space.check(config, shape).valid && space.geometry(config, shape).valid())
-      sample.standing.emplace_back(compiler.key(compile_request(space, config, shape, index.target().device.arch)));
+      sample.standing.emplace_back(index.binary_key(config, shape));
     else
       sample.standing.emplace_back();
   }
