@@ -8,8 +8,10 @@
 // first calls (docs/performance.md).  A stored blob is one of
 //   "MLS1" + the cubin's size (8 bytes, little-endian) + one zstd frame,
 //   "MLZ1" + the cubin's size (8 bytes, little-endian) + a zlib stream
-//     (databases written before zstd: read, never rewritten), or
+//     (databases written before zstd), or
 //   a cubin as it is (an ELF image: databases written before compression).
+// The last two are read as they are; repack_binaries (`mlatune cache
+// vacuum`) rewrites them with zstd.
 #include "cache/store.h"
 
 #include <cstring>

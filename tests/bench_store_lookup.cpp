@@ -16,14 +16,10 @@
 #include <string>
 #include <vector>
 
-#include <cstring>
-
-#include <zlib.h>
-
-#include "cache/sqlite.h"
 #include "cache/store.h"
 #include "core/compiler.h"
 #include "core/space.h"
+#include "tests/stored_blobs.h"
 
 namespace {
 
@@ -199,19 +195,7 @@ struct CubinStore {
     fs::remove(path);
     Store store = Store::open(path);
     store.put_binary(BinaryRecord{"zstd", "mla", "t", "13.0", "sm_90a", cubin, "{}"});
-    uLongf bound = compressBound(static_cast<uLong>(cubin.size()));
-    std::vector<std::uint8_t> blob(12 + bound);
-    std::memcpy(blob.data(), "MLZ1", 4);
-    for (int i = 0; i < 8; ++i) blob[4 + i] = static_cast<std::uint8_t>(std::uint64_t{cubin.size()} >> (8 * i));
-    if (compress2(blob.data() + 12, &bound, cubin.data(), static_cast<uLong>(cubin.size()), Z_DEFAULT_COMPRESSION) != Z_OK)
-      throw std::runtime_error("zlib compress2 failed");
-    blob.resize(12 + bound);
-    auto connection = sqlite::Connection::open(path, sqlite::OpenMode::read_write_create);
-    connection
-        .prepare("INSERT INTO binaries(key, kernel_name, template_hash, nvrtc_version, arch, cubin, resources, "
-                 "created_at) VALUES('zlib', 'mla', 't', '13.0', 'sm_90a', ?1, '{}', '2026-12-05')")
-        .bind_blob(1, blob)
-        .run();
+    test_support::insert_blob(path, "zlib", test_support::zlib_packed(cubin));
   }
 };
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "cache/sqlite.h"
 #include "cache/store.h"
 #include "tests/run_program.h"
+#include "tests/stored_blobs.h"
 #include "core/hash.h"
 #include "core/space.h"
 #include "core/compiler.h"
@@ -245,14 +245,7 @@ TEST_F(CacheCliTest, VacuumKeepsTheContents) {
 TEST_F(CacheCliTest, VacuumRepacksBinariesStoredBeforeZstd) {
   auto db = make_db("a.db");
   const std::vector<std::uint8_t> elf(4096, 0x33);
-  {
-    auto connection = sqlite::Connection::open(db, sqlite::OpenMode::read_write_create);
-    connection
-        .prepare("INSERT INTO binaries(key, kernel_name, template_hash, nvrtc_version, arch, cubin, resources, "
-                 "created_at) VALUES('old', 'mla', 't', '13.0', 'sm_90', ?1, '{}', '2026-11-01')")
-        .bind_blob(1, elf)
-        .run();
-  }
+  test_support::insert_blob(db, "old", elf);
   Result r = run({"cache", "vacuum", "--db", db.string()});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("repacked 1 binary(ies) stored before zstd: 4.0 KiB -> "), std::string::npos) << r.out;

@@ -10,13 +10,13 @@
 #include <utility>
 #include <string>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "cache/sqlite.h"
 #include "cache/store.h"
 #include "core/compiler.h"
 #include "core/hash.h"
 #include "core/space.h"
+#include "tests/stored_blobs.h"
 
 namespace mlatune {
 namespace {
@@ -412,14 +412,8 @@ std::vector<std::uint8_t> stored_blob(const fs::path& db, const std::string& key
   return s.column_blob(0);
 }
 
-void insert_blob(const fs::path& db, const std::string& key, const std::vector<std::uint8_t>& blob) {
-  auto connection = sqlite::Connection::open(db, sqlite::OpenMode::read_write_create);
-  connection.prepare("INSERT INTO binaries(key, kernel_name, template_hash, nvrtc_version, arch, cubin, resources, "
-                     "created_at) VALUES(?1, 'mla', 't', '13.0', 'sm_90', ?2, '{}', '2026-12-02')")
-      .bind(1, key)
-      .bind_blob(2, blob)
-      .run();
-}
+using test_support::insert_blob;
+using test_support::zlib_packed;
 
 TEST_F(StoreTest, CubinsAreStoredCompressedAndReadBackExactly) {
   // A real cubin: the flagship's default config at S0 for sm_90 (NVRTC, no GPU).
@@ -460,23 +454,12 @@ TEST_F(StoreTest, CubinsStoredBeforeCompressionAreReadAsTheyAre) {
   EXPECT_EQ(got->cubin, elf);
 }
 
-// "MLZ1" + size + zlib stream: what put_binary wrote before zstd.
-std::vector<std::uint8_t> zlib_blob(const std::vector<std::uint8_t>& cubin) {
-  uLongf bound = compressBound(static_cast<uLong>(cubin.size()));
-  std::vector<std::uint8_t> blob(12 + bound);
-  std::memcpy(blob.data(), "MLZ1", 4);
-  for (int i = 0; i < 8; ++i) blob[4 + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(std::uint64_t{cubin.size()} >> (8 * i));
-  EXPECT_EQ(compress2(blob.data() + 12, &bound, cubin.data(), static_cast<uLong>(cubin.size()), Z_DEFAULT_COMPRESSION), Z_OK);
-  blob.resize(12 + bound);
-  return blob;
-}
-
 TEST_F(StoreTest, CubinsStoredZlibCompressedBeforeZstdAreStillRead) {
   Store store = Store::open(file("zlib.db"));
   std::vector<std::uint8_t> cubin(40'000);
   std::mt19937 rng(11);
   for (std::size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<std::uint8_t>(i % 97 == 0 ? rng() : i / 300);
-  const std::vector<std::uint8_t> blob = zlib_blob(cubin);
+  const std::vector<std::uint8_t> blob = zlib_packed(cubin);
   ASSERT_LT(blob.size(), cubin.size() / 2);
   insert_blob(file("zlib.db"), "zlib", blob);
   std::optional<BinaryRecord> got = store.get_binary("zlib");
@@ -499,18 +482,18 @@ TEST_F(StoreTest, BinariesStoredBeforeZstdAreRepackedWithItAndReadTheSame) {
   std::mt19937 rng(13);
   for (std::size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<std::uint8_t>(i % 61 == 0 ? rng() : i / 500);
   const std::vector<std::uint8_t> elf = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0x33, 0, 1, 2, 3};
-  insert_blob(file("repack.db"), "zlib", zlib_blob(cubin));
+  insert_blob(file("repack.db"), "zlib", zlib_packed(cubin));
   insert_blob(file("repack.db"), "raw", elf);
   store.put_binary(BinaryRecord{"new", "mla", "t", "13.0", "sm_90", cubin, "{}"});
   const std::vector<std::uint8_t> new_blob = stored_blob(file("repack.db"), "new");
-  std::vector<std::uint8_t> damaged = zlib_blob(cubin);
+  std::vector<std::uint8_t> damaged = zlib_packed(cubin);
   damaged.resize(damaged.size() / 2);
   insert_blob(file("repack.db"), "damaged", damaged);
 
   const Store::Repacked r = store.repack_binaries();
   EXPECT_EQ(r.binaries, 2);
   EXPECT_EQ(r.damaged, 1);
-  EXPECT_EQ(r.bytes_before, static_cast<std::int64_t>(zlib_blob(cubin).size() + elf.size()));
+  EXPECT_EQ(r.bytes_before, static_cast<std::int64_t>(zlib_packed(cubin).size() + elf.size()));
   EXPECT_GT(r.bytes_after, 0);
   for (const char* key : {"zlib", "raw", "new"}) {
     const std::vector<std::uint8_t> blob = stored_blob(file("repack.db"), key);

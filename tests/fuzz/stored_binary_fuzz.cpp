@@ -16,6 +16,7 @@
 #include "cache/sqlite.h"
 #include "cache/store.h"
 #include "tests/fuzz/fuzz_common.h"
+#include "tests/stored_blobs.h"
 
 namespace {
 
@@ -48,10 +49,7 @@ Fixture& fixture() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Fixture& f = fixture();
   const std::vector<std::uint8_t> blob(data, data + size);
-  f.raw->prepare("INSERT OR REPLACE INTO binaries(key, kernel_name, template_hash, nvrtc_version, arch, cubin, "
-                 "resources, created_at) VALUES('fuzz', 'k', 't', '13.0', 'sm_90', ?1, '{}', '2026-12-05')")
-      .bind_blob(1, blob)
-      .run();
+  mlatune::test_support::insert_blob(*f.raw, "fuzz", blob);
   mlatune::fuzz::rejecting_cleanly([&] {
     std::optional<mlatune::BinaryRecord> record = f.store->get_binary("fuzz");
     if (!record) mlatune::fuzz::violated("a stored row was not found");
