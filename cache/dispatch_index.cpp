@@ -119,17 +119,28 @@ std::vector<Choice> DispatchIndex::first_use(const Shape& shape, std::size_t lim
   return rank(shape, limit, options_.neighbors, true);
 }
 
+void DispatchIndex::complete(Choice& choice, const Shape& shape) const {
+  if (choice.ok() && choice.config_text.empty()) finish(choice, shape);
+}
+
+// Candidates are finished (text, binary key, architecture) once ranked, not
+// as each is found: a config found twice or past the limit costs no key.
 std::vector<Choice> DispatchIndex::rank(const Shape& shape, std::size_t limit, std::size_t neighbors,
-                                        bool hit_alone) const {
+                                        bool first_use) const {
   Ranking ranking(shape, limit, neighbors);
   if (limit == 0) return {};
   add_hit(ranking);
-  if (hit_alone && !ranking.list.empty()) return std::move(ranking.list);
+  if (first_use && !ranking.list.empty()) {
+    finish(ranking.list.front(), shape);
+    return std::move(ranking.list);
+  }
   for (bool this_device : {true, false}) add_neighbors(ranking, this_device);
   add_fallbacks(ranking);
   add_default(ranking);
   add_first_valid(ranking);
   if (ranking.list.empty()) ranking.list.push_back(none(shape));
+  const std::size_t finished = first_use ? 1 : ranking.list.size();
+  for (std::size_t i = 0; i < finished; ++i) complete(ranking.list[i], shape);
   return std::move(ranking.list);
 }
 
@@ -199,7 +210,6 @@ void DispatchIndex::add_hit(Ranking& ranking) const {
     choice.tuned_config_text = entry.config_text;
     choice.explanation = fmt::format("hit: tuned at this shape on {} ({:.2f} us)", entry.device_name,
                                      entry.median_us);
-    finish(choice, ranking.shape);
     ranking.add(std::move(choice));
     return;
   }
@@ -246,7 +256,7 @@ void DispatchIndex::add_neighbors(Ranking& ranking, bool this_device) const {
     return a.repair.changes.size() < b.repair.changes.size();
   });
   for (const Found& f : found) {
-    Choice choice = from_entry(entries_[f.entry], f.repair, f.distance, ranking.shape);
+    Choice choice = from_entry(entries_[f.entry], f.repair, f.distance);
     auto closer = std::count_if(considered.begin(), considered.end(), [&](double d) { return d < f.distance; });
     if (closer)
       choice.explanation +=
@@ -255,8 +265,7 @@ void DispatchIndex::add_neighbors(Ranking& ranking, bool this_device) const {
   }
 }
 
-Choice DispatchIndex::from_entry(const Entry& entry, const Repair& repair, double distance,
-                                 const Shape& shape) const {
+Choice DispatchIndex::from_entry(const Entry& entry, const Repair& repair, double distance) const {
   Choice choice;
   choice.reason = repair.changes.empty() ? ChoiceReason::nearest : ChoiceReason::repaired;
   choice.config = *repair.config;
@@ -273,7 +282,6 @@ Choice DispatchIndex::from_entry(const Entry& entry, const Repair& repair, doubl
   choice.explanation = repair.changes.empty()
                            ? fmt::format("nearest: config tuned at {}, valid at this shape", where)
                            : fmt::format("repaired: config tuned at {}, changed {}", where, choice.repair);
-  finish(choice, shape);
   return choice;
 }
 
@@ -301,7 +309,6 @@ void DispatchIndex::add_fallbacks(Ranking& ranking) const {
       if (i) choice.explanation += fmt::format(" (the {} before it cannot run here)", i);
       choice.explanation += "; " + untuned_tail(ranking);
     }
-    finish(choice, ranking.shape);
     ranking.add(std::move(choice));
   }
 }
@@ -317,7 +324,6 @@ void DispatchIndex::add_default(Ranking& ranking) const {
     if (ranking.invalid_fallbacks) choice.explanation += "; no fallback can run here";
     choice.explanation += "; " + untuned_tail(ranking);
   }
-  finish(choice, ranking.shape);
   ranking.add(std::move(choice));
 }
 
@@ -339,7 +345,6 @@ void DispatchIndex::add_first_valid(Ranking& ranking) const {
     choice.explanation = fmt::format(
         "first_valid: the default config is invalid here ({}), so the first valid config; {}",
         repairer_.rejection(space_->default_config(), shape), untuned_tail(ranking));
-  finish(choice, shape);
   ranking.add(std::move(choice));
 }
 

@@ -121,8 +121,15 @@ class DispatchIndex {
   /// a hit comes alone (the sweep that tuned it stored its binary, so its
   /// stand-ins are rarely needed; ranked() gives them where they are).
   /// Ranking once instead of choose() and then ranked() saves a first call
-  /// the choice's repairs (0.26 ms of the H200's first calls).
+  /// the choice's repairs (0.26 ms of the H200's first calls).  Only the
+  /// choice is finished: the stand-ins after it have no config_text, binary
+  /// or arch until complete() fills them, since the choice's binary is
+  /// usually ready and their keys cost a first call as much as the ranking
+  /// (0.17 -> 0.39 ms of choice on the H100 when all eight were keyed).
   std::vector<Choice> first_use(const Shape& shape, std::size_t limit) const;
+  /// Fills a first_use() stand-in's config_text, binary and arch, as
+  /// ranked() gives them; a finished or `none` choice is left as it is.
+  void complete(Choice& choice, const Shape& shape) const;
 
   /// Where `choice`'s main kernel launches fewer blocks at `shape` than the
   /// target device has SMs (a tile borrowed from a shape with more queries
@@ -165,7 +172,7 @@ class DispatchIndex {
     double median_us = 0;
   };
   class Ranking;
-  std::vector<Choice> rank(const Shape& shape, std::size_t limit, std::size_t neighbors, bool hit_alone) const;
+  std::vector<Choice> rank(const Shape& shape, std::size_t limit, std::size_t neighbors, bool first_use) const;
   DispatchIndex(const SearchSpace& space, DispatchTarget target, SelectorOptions options);
   void add_hit(Ranking& ranking) const;
   void add_neighbors(Ranking& ranking, bool this_device) const;
@@ -173,7 +180,7 @@ class DispatchIndex {
   void add_default(Ranking& ranking) const;
   void add_first_valid(Ranking& ranking) const;
   Choice none(const Shape& shape) const;
-  Choice from_entry(const Entry& entry, const Repair& repair, double distance, const Shape& shape) const;
+  Choice from_entry(const Entry& entry, const Repair& repair, double distance) const;
   /// Why nothing tuned was used: the tail of fallback/default explanations.
   std::string untuned_tail(const Ranking& ranking) const;
   void finish(Choice& choice, const Shape& shape) const;

@@ -432,8 +432,9 @@ struct Dispatcher::Impl {
       PhaseTimer timed(rank_ns);
       ranked = index->ranked(shape, stand_in_candidates);
     }
-    for (const Choice& candidate : ranked) {
+    for (Choice& candidate : ranked) {
       if (!candidate.ok() || candidate.config == p.target.config) continue;
+      index->complete(candidate, shape);
       Prepared trial;
       try {
         KernelSlot* slot = ready_slot(candidate);
