@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -180,6 +182,14 @@ std::optional<std::size_t> count_from_environment(const char* name) {
   return static_cast<std::size_t>(std::min<unsigned long long>(n, 64));
 }
 
+/// parse_byte_count of the environment variable `name`; unset or empty
+/// gives nullopt.
+std::optional<std::uint64_t> bytes_from_environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  return parse_byte_count(value, name);
+}
+
 bool logging_enabled() {
   const char* value = std::getenv("MLATUNE_DISPATCH_LOG");
   return value && *value && std::strcmp(value, "0") != 0;
@@ -200,19 +210,29 @@ bool logging_enabled() {
 /// the pool keeps raises it (keep_at_least, up to `cap`): else every launch
 /// there after a synchronization would map the excess afresh, host time a
 /// first call on the H200 paid once (2.76 ms with the 1.9 GB of K/V at
-/// 6,2759,59,240,291).
+/// 6,2759,59,240,291).  `reserve` bytes are mapped at open and kept (so
+/// kept and cap are at least that): no first launch up to it maps any.
 class WorkspacePool {
  public:
-  WorkspacePool(int device, std::uint64_t keep_bytes, std::uint64_t cap) : kept_(keep_bytes), cap_(cap) {
+  WorkspacePool(int device, std::uint64_t keep_bytes, std::uint64_t cap, std::uint64_t reserve)
+      : kept_(std::max(keep_bytes, reserve)), cap_(std::max(cap, reserve)) {
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = device;
     MLATUNE_CUDA(cudaMemPoolCreate(&pool_, &props));
     try {
-      MLATUNE_CUDA(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_bytes));
+      MLATUNE_CUDA(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &kept_));
       void* pointer = nullptr;
-      MLATUNE_CUDA(cudaMallocFromPoolAsync(&pointer, 1, pool_, nullptr));
+      const auto bytes = static_cast<std::size_t>(std::max<std::uint64_t>(reserve, 1));
+      if (cudaError_t code = cudaMallocFromPoolAsync(&pointer, bytes, pool_, nullptr); code != cudaSuccess) {
+        cuda_take_last_error();
+        if (reserve == 0) MLATUNE_CUDA(code);
+        throw EnvironmentError(fmt::format(
+            "the workspace reserve of {} bytes (DispatcherOptions::workspace_reserve_bytes or "
+            "MLATUNE_WORKSPACE_RESERVE) cannot be mapped on device {}: {}; lower it or leave it unset",
+            reserve, device, cudaGetErrorString(code)));
+      }
       MLATUNE_CUDA(cudaFreeAsync(pointer, nullptr));
       MLATUNE_CUDA(cudaStreamSynchronize(nullptr));
     } catch (...) {
@@ -229,6 +249,12 @@ class WorkspacePool {
   std::uint64_t kept() const {
     std::lock_guard lock(mutex_);
     return kept_;
+  }
+  /// What the pool holds mapped now.
+  std::uint64_t mapped() const {
+    std::uint64_t bytes = 0;  // the attribute is a cuuint64_t
+    MLATUNE_CUDA(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &bytes));
+    return bytes;
   }
   /// Keeps at least min(bytes, cap) across synchronizations from now on.
   void keep_at_least(std::uint64_t bytes) {
@@ -247,6 +273,28 @@ class WorkspacePool {
 };
 
 }  // namespace
+
+std::uint64_t parse_byte_count(std::string_view text, std::string_view name) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const std::string_view unit = text.substr(digits);
+  int shift = 0;
+  bool ok = digits > 0 && digits <= 19;
+  if (unit == "K" || unit == "k") shift = 10;
+  else if (unit == "M" || unit == "m") shift = 20;
+  else if (unit == "G" || unit == "g") shift = 30;
+  else if (!unit.empty()) ok = false;
+  std::uint64_t n = 0;
+  if (ok) {
+    for (char c : text.substr(0, digits)) n = n * 10 + static_cast<std::uint64_t>(c - '0');
+    ok = n <= (std::numeric_limits<std::uint64_t>::max() >> shift);
+  }
+  if (!ok)
+    throw InputError(fmt::format("{}='{}': expected a byte count such as 4294967296 or 4G (a suffix K, M or G "
+                                 "multiplies by 1024, 1024^2 or 1024^3)",
+                                 name, text));
+  return n << shift;
+}
 
 struct Dispatcher::Impl {
   DispatcherOptions options;
@@ -1158,13 +1206,17 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   // may be preparing a compile on it: evaluators for both, built here rather
   // than on a caller's first call (milliseconds each).
   impl->space->prepare_evaluators(DispatchIndex::first_use_evaluators + 1);
-  if (impl->space->prologue())
+  if (impl->space->prologue()) {
+    std::uint64_t reserve = options.workspace_reserve_bytes;
+    if (std::optional<std::uint64_t> bytes = bytes_from_environment("MLATUNE_WORKSPACE_RESERVE")) reserve = *bytes;
     impl->workspace_pool = std::make_unique<WorkspacePool>(
         options.device, options.workspace_keep_bytes,
         options.workspace_keep_bytes == 0
             ? 0
             : std::max(options.workspace_keep_bytes,
-                       static_cast<std::uint64_t>(impl->properties.total_memory) / workspace_keep_share));
+                       static_cast<std::uint64_t>(impl->properties.total_memory) / workspace_keep_share),
+        reserve);
+  }
   if (options.record_misses && !impl->store.read_only()) {
     try {
       impl->ensure_miss_ids();
@@ -1278,6 +1330,7 @@ DispatcherStats Dispatcher::stats() const {
   s.misses_recorded = impl_->misses_recorded;
   s.misses_unrecorded = impl_->misses_unrecorded;
   s.workspace_kept_bytes = impl_->workspace_pool ? impl_->workspace_pool->kept() : 0;
+  s.workspace_mapped_bytes = impl_->workspace_pool ? impl_->workspace_pool->mapped() : 0;
   s.blocking_compiles = impl_->blocking_compiles;
   s.background_compiles = impl_->background_compiles;
   s.background_failures = impl_->background_failures;

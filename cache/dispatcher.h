@@ -51,6 +51,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/call_signature.h"
@@ -90,7 +91,20 @@ struct DispatcherOptions {
   /// later launches map nothing afresh.  0 keeps nothing, ever (each launch
   /// after a synchronization maps its workspace afresh).
   std::uint64_t workspace_keep_bytes = std::uint64_t{1} << 30;
+  /// Workspace memory mapped at open and kept from then on (0: none), so
+  /// that no first launch up to that size maps any: mapping is host time the
+  /// caller's first call pays, 4.2 ms on the H100 for the 1.9 GB of K/V at
+  /// B=6,T=2759,H=59,D=240,R=291.  The environment variable
+  /// MLATUNE_WORKSPACE_RESERVE (bytes, or with a K, M or G suffix: 4G), when
+  /// set, replaces it.  Ignored for a space without a prologue.
+  std::uint64_t workspace_reserve_bytes = 0;
 };
+
+/// A byte count as MLATUNE_WORKSPACE_RESERVE takes it: digits, optionally
+/// followed by K, M or G (times 1024, 1024^2, 1024^3).  Anything else (a
+/// sign, a space, more than 19 digits, a product past 2^64) is an
+/// InputError that quotes `name` and the text.
+std::uint64_t parse_byte_count(std::string_view text, std::string_view name);
 
 /// Counters since open (for tests and logs).
 struct DispatcherStats {
@@ -114,6 +128,8 @@ struct DispatcherStats {
   /// space without a prologue): workspace_keep_bytes, or the largest
   /// workspace a shape's first launch needed since.
   std::uint64_t workspace_kept_bytes = 0;
+  /// What the pool holds mapped now (the driver's reserved memory of it).
+  std::uint64_t workspace_mapped_bytes = 0;
   /// Host time of first uses on callers' threads, by phase, summed over
   /// shapes (nanoseconds): the choice (index lookup, repairs, and the
   /// stand-ins ranked in the same pass: DispatchIndex::first_use), reading

@@ -660,6 +660,56 @@ TEST_F(GpuStandInTest, AShapesFirstLaunchRaisesWhatTheWorkspacePoolKeeps) {
   EXPECT_LE(launch_and_validate(*keeps_nothing, x, 83, nullptr), space_->tolerance().relative_l2);
   EXPECT_EQ(keeps_nothing->stats().workspace_kept_bytes, 0u);
 }
+TEST_F(GpuStandInTest, AWorkspaceReservedAtOpenIsMappedBeforeAnyLaunch) {
+  // x's fallback materializes MBs of K and V; a reserve of 64 MiB is mapped
+  // by open, so x's first launch maps nothing more.  Without the reserve
+  // open maps less and the first launch maps the workspace (the control
+  // that shows the count moves).  MLATUNE_WORKSPACE_RESERVE replaces the
+  // option; a value that is no byte count fails open and names it.
+  DispatcherOptions options = without_races();
+  options.compile = CompileMode::blocking;
+  const std::uint64_t reserve = std::uint64_t{64} << 20;
+  std::uint64_t needed = 0;
+  {
+    std::unique_ptr<Dispatcher> plain = Dispatcher::open(db_, space_file, options);
+    const std::uint64_t at_open = plain->stats().workspace_mapped_bytes;
+    EXPECT_LT(at_open, reserve);
+    EXPECT_LE(launch_and_validate(*plain, x, 91, nullptr), space_->tolerance().relative_l2);
+    const LaunchPlan plan = plan_launch(*space_, plain->describe(shape(x)).choice.config, shape(x));
+    ASSERT_TRUE(plan.steps.prologue) << "the fallback at x should run a prologue";
+    for (std::int64_t bytes : plan.steps.workspace_bytes) needed += static_cast<std::uint64_t>(bytes);
+    ASSERT_LT(needed, reserve);
+    EXPECT_GE(plain->stats().workspace_mapped_bytes, needed) << "the first launch maps its workspace";
+  }
+  options.workspace_reserve_bytes = reserve;
+  {
+    std::unique_ptr<Dispatcher> reserved = Dispatcher::open(db_, space_file, options);
+    const DispatcherStats at_open = reserved->stats();
+    EXPECT_GE(at_open.workspace_mapped_bytes, reserve);
+    EXPECT_GE(at_open.workspace_kept_bytes, reserve);
+    EXPECT_LE(launch_and_validate(*reserved, x, 92, nullptr), space_->tolerance().relative_l2);
+    EXPECT_EQ(reserved->stats().workspace_mapped_bytes, at_open.workspace_mapped_bytes)
+        << "a launch inside the reserve maps nothing";
+  }
+  options.workspace_reserve_bytes = 0;
+  ASSERT_EQ(setenv("MLATUNE_WORKSPACE_RESERVE", "96M", 1), 0);
+  try {
+    std::unique_ptr<Dispatcher> from_environment = Dispatcher::open(db_, space_file, options);
+    EXPECT_GE(from_environment->stats().workspace_mapped_bytes, std::uint64_t{96} << 20);
+    from_environment.reset();
+    ASSERT_EQ(setenv("MLATUNE_WORKSPACE_RESERVE", "96MB", 1), 0);
+    try {
+      Dispatcher::open(db_, space_file, options);
+      ADD_FAILURE() << "a reserve of '96MB' opened";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("MLATUNE_WORKSPACE_RESERVE='96MB'"), std::string::npos) << e.what();
+    }
+  } catch (...) {
+    unsetenv("MLATUNE_WORKSPACE_RESERVE");
+    throw;
+  }
+  unsetenv("MLATUNE_WORKSPACE_RESERVE");
+}
 
 // ---- races: an untuned shape times its candidates and keeps the fastest ---------
 
