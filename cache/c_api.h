@@ -68,7 +68,7 @@ enum {
   MLATUNE_PHASE_LOAD = 2,        /* cubins loaded into the context */
   MLATUNE_PHASE_READY = 3,       /* kernel attributes, shared-memory opt-in */
   MLATUNE_PHASE_MISS = 4,        /* the untuned shape noted (counted in the database in the background) */
-  MLATUNE_PHASE_RANK = 5,        /* stand-ins ranked apart (a hit whose binary is absent) */
+  MLATUNE_PHASE_RANK = 5,        /* stand-ins ranked (only where the choice's binary is absent) */
   MLATUNE_PHASE_QUEUE = 6,       /* the choice's background compile queued */
   MLATUNE_PHASE_FIRST_LAUNCH = 7,
   MLATUNE_PHASE_WORKSPACE = 8,   /* inside the first launch: workspaces allocated and freed */

@@ -112,35 +112,18 @@ DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, Dispa
 Choice DispatchIndex::choose(const Shape& shape) const { return ranked(shape, 1).front(); }
 
 std::vector<Choice> DispatchIndex::ranked(const Shape& shape, std::size_t limit, std::size_t neighbors) const {
-  return rank(shape, limit, neighbors ? neighbors : options_.neighbors, false);
-}
-
-std::vector<Choice> DispatchIndex::first_use(const Shape& shape, std::size_t limit) const {
-  return rank(shape, limit, options_.neighbors, true);
-}
-
-void DispatchIndex::complete(Choice& choice, const Shape& shape) const {
-  if (choice.ok() && choice.config_text.empty()) finish(choice, shape);
-}
-
-// Candidates are finished (text, binary key, architecture) once ranked, not
-// as each is found: a config found twice or past the limit costs no key.
-std::vector<Choice> DispatchIndex::rank(const Shape& shape, std::size_t limit, std::size_t neighbors,
-                                        bool first_use) const {
-  Ranking ranking(shape, limit, neighbors);
+  Ranking ranking(shape, limit, neighbors ? neighbors : options_.neighbors);
   if (limit == 0) return {};
   add_hit(ranking);
-  if (first_use && !ranking.list.empty()) {
-    finish(ranking.list.front(), shape);
-    return std::move(ranking.list);
-  }
   for (bool this_device : {true, false}) add_neighbors(ranking, this_device);
   add_fallbacks(ranking);
   add_default(ranking);
   add_first_valid(ranking);
   if (ranking.list.empty()) ranking.list.push_back(none(shape));
-  const std::size_t finished = first_use ? 1 : ranking.list.size();
-  for (std::size_t i = 0; i < finished; ++i) complete(ranking.list[i], shape);
+  // Finished (text, binary key, architecture) once ranked, not as each
+  // candidate is found: one found twice or past the limit costs no key.
+  for (Choice& choice : ranking.list)
+    if (choice.ok()) finish(choice, shape);
   return std::move(ranking.list);
 }
 
@@ -235,17 +218,30 @@ void DispatchIndex::add_neighbors(Ranking& ranking, bool this_device) const {
   std::vector<Found> found;
   std::vector<const Config*> seen;
   std::vector<double> considered;  // the distance of each entry repaired
+  // Where only the head is kept (choose()), a farther entry wins only with
+  // fewer changes than the fewest found so far: its repair stops a change
+  // short of that, and a nearer entry valid as it is ends the search.  The
+  // repair is breadth first, so the head is the one the full search finds.
+  const bool head_only = ranking.limit == 1;
+  std::optional<std::size_t> fewest;
   for (const auto& [distance, i] : near) {
     if (seen.size() >= ranking.neighbors) break;
     const Entry& entry = entries_[i];
     if (std::any_of(seen.begin(), seen.end(), [&](const Config* c) { return *c == entry.config; })) continue;
+    RepairLimits limits = options_.repair;
+    if (head_only && fewest) {
+      if (*fewest == 0) break;
+      limits.max_changes = std::min(limits.max_changes, *fewest - 1);
+    }
     seen.push_back(&entry.config);
     considered.push_back(distance);
-    Repair repair = repairer_.repair(entry.config, ranking.shape, options_.repair);
+    Repair repair = repairer_.repair(entry.config, ranking.shape, limits);
     if (repair.ok()) {
+      if (head_only) fewest = repair.changes.size();
       found.push_back(Found{i, distance, std::move(repair)});
       continue;
     }
+    if (head_only && fewest) continue;  // not unrepairable: only no better than the head
     if (ranking.unrepairable++ == 0)
       ranking.first_unrepairable = fmt::format(
           "{} from {}: {} ({})", entry.config_text, space_->shape_string(entry.shape), repair.rejection,

@@ -105,6 +105,11 @@ class DispatchIndex {
   static DispatchIndex build(Store& store, const SearchSpace& space, DispatchTarget target,
                              SelectorOptions options = {});
 
+  /// ranked(shape, 1).front(), found with less work: the nearest entries
+  /// are repaired only as far as they could still win (fewer changes than
+  /// the fewest so far), so that a first call whose nearest tuned config is
+  /// valid as it is repairs nothing else (28.6 instead of 255 us of CPU at
+  /// B=1,T=4000,H=64,D=256,R=1024 in bench_config_repair).
   Choice choose(const Shape& shape) const;
   /// The choice first, then the other configs that can run `shape`, best
   /// first and each once: the other near entries (repaired), the fallbacks,
@@ -116,20 +121,6 @@ class DispatchIndex {
   /// ranked; the first choice is the same either way when the extra entries
   /// need no fewer changes.
   std::vector<Choice> ranked(const Shape& shape, std::size_t limit, std::size_t neighbors = 0) const;
-  /// What a dispatcher's first use at `shape` needs, in one pass: the
-  /// choice and the stand-ins after it, as ranked(shape, limit), except that
-  /// a hit comes alone (the sweep that tuned it stored its binary, so its
-  /// stand-ins are rarely needed; ranked() gives them where they are).
-  /// Ranking once instead of choose() and then ranked() saves a first call
-  /// the choice's repairs (0.26 ms of the H200's first calls).  Only the
-  /// choice is finished: the stand-ins after it have no config_text, binary
-  /// or arch until complete() fills them, since the choice's binary is
-  /// usually ready and their keys cost a first call as much as the ranking
-  /// (0.17 -> 0.39 ms of choice on the H100 when all eight were keyed).
-  std::vector<Choice> first_use(const Shape& shape, std::size_t limit) const;
-  /// Fills a first_use() stand-in's config_text, binary and arch, as
-  /// ranked() gives them; a finished or `none` choice is left as it is.
-  void complete(Choice& choice, const Shape& shape) const;
 
   /// Where `choice`'s main kernel launches fewer blocks at `shape` than the
   /// target device has SMs (a tile borrowed from a shape with more queries
@@ -172,7 +163,6 @@ class DispatchIndex {
     double median_us = 0;
   };
   class Ranking;
-  std::vector<Choice> rank(const Shape& shape, std::size_t limit, std::size_t neighbors, bool first_use) const;
   DispatchIndex(const SearchSpace& space, DispatchTarget target, SelectorOptions options);
   void add_hit(Ranking& ranking) const;
   void add_neighbors(Ranking& ranking, bool this_device) const;

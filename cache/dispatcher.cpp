@@ -425,12 +425,10 @@ struct Dispatcher::Impl {
   }
 
   void prepare(const Shape& shape, Prepared& p) {
-    std::vector<Choice> ranked;  // the choice, then its stand-ins (a hit alone)
     {
       PhaseTimer timed(choose_ns);
-      ranked = index->first_use(shape, stand_in_candidates);
+      p.target = index->choose(shape);
     }
-    p.target = ranked.front();
     p.choice = p.target;
     if (p.target.reason != ChoiceReason::hit) {
       PhaseTimer timed(miss_ns);
@@ -445,7 +443,7 @@ struct Dispatcher::Impl {
     if (!plan) return;
     try {
       if (KernelSlot* slot = ready_slot(p.target)) return ready_kernels(*slot, *plan, p.target, shape, p);
-      if (mode.load() == CompileMode::background && run_stand_in(shape, std::move(ranked), p)) return;
+      if (mode.load() == CompileMode::background && run_stand_in(shape, p)) return;
       ++blocking_compiles;
       ready_kernels(install(p.target, compile(p.target, shape)), *plan, p.target, shape, p);
     } catch (const Error& e) {
@@ -471,18 +469,19 @@ struct Dispatcher::Impl {
     return std::nullopt;
   }
 
-  /// Readies the first alternative in `ranked` (DispatchIndex::first_use:
-  /// the choice first) whose binary is loaded or stored and that can launch
-  /// here; false when there is none.  A hit came alone: its stand-ins are
-  /// ranked here.
-  bool run_stand_in(const Shape& shape, std::vector<Choice> ranked, Prepared& p) {
-    if (ranked.size() == 1 && ranked.front().reason == ChoiceReason::hit) {
+  /// Readies the first alternative ranked after the choice
+  /// (DispatchIndex::ranked) whose binary is loaded or stored and that can
+  /// launch here; false when there is none.  Ranked only here: inside a
+  /// warmed range the choice's binary is almost always ready, and choose()
+  /// alone costs a first call a fraction of a full ranking.
+  bool run_stand_in(const Shape& shape, Prepared& p) {
+    std::vector<Choice> ranked;
+    {
       PhaseTimer timed(rank_ns);
       ranked = index->ranked(shape, stand_in_candidates);
     }
-    for (Choice& candidate : ranked) {
+    for (const Choice& candidate : ranked) {
       if (!candidate.ok() || candidate.config == p.target.config) continue;
-      index->complete(candidate, shape);
       Prepared trial;
       try {
         KernelSlot* slot = ready_slot(candidate);

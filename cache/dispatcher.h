@@ -131,12 +131,12 @@ struct DispatcherStats {
   /// What the pool holds mapped now (the driver's reserved memory of it).
   std::uint64_t workspace_mapped_bytes = 0;
   /// Host time of first uses on callers' threads, by phase, summed over
-  /// shapes (nanoseconds): the choice (index lookup, repairs, and the
-  /// stand-ins ranked in the same pass: DispatchIndex::first_use), reading
+  /// shapes (nanoseconds): the choice (index lookup and repairs:
+  /// DispatchIndex::choose), reading
   /// cubins from the store, loading them into the context (main kernel and
   /// prologue), readying the launch (attributes, shared-memory opt-in),
   /// noting the miss for the background thread to count, ranking the
-  /// stand-ins apart (a hit whose binary is absent), queueing the choice's
+  /// stand-ins (only where the choice's binary is absent), queueing the choice's
   /// background compile, the first launch's enqueue (its kernels and, inside
   /// it, the workspaces' allocation and release), and waiting for the lock
   /// that first uses share with the background thread's loads and stores.

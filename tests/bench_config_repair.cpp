@@ -132,13 +132,6 @@ void BM_Ranked8(benchmark::State& state) {
 }
 BENCHMARK(BM_Ranked8)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
 
-// What a dispatcher's first use runs instead of BM_Choose then BM_Ranked8:
-// the choice and its stand-ins in one pass (DispatchIndex::first_use).
-void BM_FirstUse8(benchmark::State& state) {
-  list_candidates(state, [](const DispatchIndex& index, const Shape& shape) { return index.first_use(shape, 8); });
-}
-BENCHMARK(BM_FirstUse8)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
-
 }  // namespace
 }  // namespace mlatune
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "cache/dispatch_index.h"
 #include "cache/store.h"
 #include "core/compiler.h"
@@ -487,44 +489,42 @@ TEST_F(DispatchIndexFallbackTest, RankedListsEveryValidCandidateOnceBestFirst) {
   EXPECT_TRUE(index().ranked(shape, 0).empty());
 }
 
-TEST_F(DispatchIndexTest, AFirstUseRanksOnceWithTheChoiceFirstAndAHitAlone) {
-  // What a dispatcher's first use asks for instead of choose() then ranked():
-  // the same list in one pass, whose head is the choice, down to its text.
+TEST_F(DispatchIndexTest, ChooseIsTheHeadOfTheFullRankingAtEveryShape) {
+  // choose() repairs the nearest entries only as far as they could still
+  // win; what it returns must be ranked()'s head down to the explanation,
+  // at shapes where the nearest entry is valid, where it needs changes, and
+  // where a farther one needs fewer.
   tune("N=1000,M=16", vector_config, 1.0);
   tune("N=100,M=16", "ALGORITHM=tiled,THREADS=128,ITEMS=2,VECTOR=true", 2.0);
   tune("N=20,M=3", other_config, 1.0);
+  tune("N=5000,M=8", "ALGORITHM=unrolled,THREADS=128,ITEMS=4,VECTOR=true", 3.0);
+  tune("N=30,M=5", plain_config, 1.5);
+  tune("N=2000,M=12", "ALGORITHM=plain,THREADS=32,ITEMS=4,VECTOR=true", 2.5);
   DispatchIndex idx = index();
-  std::size_t compared = 0;
-  for (const char* text : {"N=900,M=7", "N=120,M=7", "N=5000,M=16", "N=30,M=4", "N=1,M=1", "N=200000,M=4"}) {
-    SCOPED_TRACE(text);
-    const Shape shape = space_->parse_shape(text);
-    std::vector<Choice> once = idx.first_use(shape, 8);
-    const std::vector<Choice> twice = idx.ranked(shape, 8);
-    ASSERT_EQ(once.size(), twice.size());
-    // Only the choice comes finished; complete() gives a stand-in what ranked() does.
-    for (std::size_t i = 1; i < once.size(); ++i) {
-      EXPECT_TRUE(once[i].config_text.empty() && once[i].binary.hash.empty()) << i;
-      idx.complete(once[i], shape);
+  std::size_t repaired = 0, passed_over = 0, compared = 0;
+  for (std::int64_t n : {1, 7, 20, 99, 100, 120, 300, 900, 1000, 1500, 3000, 5000, 200000})
+    for (std::int64_t m : {1, 3, 4, 5, 7, 8, 16}) {
+      const std::string text = fmt::format("N={},M={}", n, m);
+      SCOPED_TRACE(text);
+      const Shape shape = space_->parse_shape(text);
+      const Choice chosen = idx.choose(shape);
+      const std::vector<Choice> ranked = idx.ranked(shape, 8);
+      ASSERT_FALSE(ranked.empty());
+      const Choice& head = ranked.front();
+      EXPECT_EQ(chosen.reason, head.reason);
+      EXPECT_EQ(chosen.config_text, head.config_text);
+      EXPECT_EQ(chosen.binary, head.binary);
+      EXPECT_EQ(chosen.arch, head.arch);
+      EXPECT_EQ(chosen.repair, head.repair);
+      EXPECT_EQ(chosen.explanation, head.explanation);
+      EXPECT_EQ(chosen.source_shape, head.source_shape);
+      repaired += chosen.reason == ChoiceReason::repaired;
+      passed_over += chosen.explanation.find("closer candidate(s)") != std::string::npos;
+      ++compared;
     }
-    for (std::size_t i = 0; i < once.size(); ++i) {
-      EXPECT_EQ(once[i].arch, twice[i].arch) << i;
-      EXPECT_EQ(once[i].reason, twice[i].reason) << i;
-      EXPECT_EQ(once[i].config_text, twice[i].config_text) << i;
-      EXPECT_EQ(once[i].binary, twice[i].binary) << i;
-    }
-    const Choice chosen = idx.choose(shape);
-    EXPECT_EQ(once.front().config_text, chosen.config_text);
-    EXPECT_EQ(once.front().explanation, chosen.explanation);
-    compared += once.size();
-  }
-  EXPECT_GT(compared, 12u) << "the shapes should rank several candidates each";
-  // A hit comes alone; ranked() still lists what could stand in for it.
-  const Shape tuned = space_->parse_shape("N=1000,M=16");
-  const std::vector<Choice> hit = idx.first_use(tuned, 8);
-  ASSERT_EQ(hit.size(), 1u);
-  EXPECT_EQ(hit.front().reason, ChoiceReason::hit);
-  EXPECT_GT(idx.ranked(tuned, 8).size(), 1u);
-  EXPECT_TRUE(idx.first_use(tuned, 0).empty());
+  EXPECT_EQ(compared, 91u);
+  EXPECT_GT(repaired, 0u) << "no shape needed its choice repaired: the bound was never tried";
+  EXPECT_GT(passed_over, 0u) << "no shape chose past a nearer entry: the bound was never tried";
 }
 
 TEST_F(DispatchIndexTest, RankedOfAShapeNothingCanRunIsOneNone) {
