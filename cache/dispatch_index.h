@@ -108,7 +108,7 @@ class DispatchIndex {
   /// ranked(shape, 1).front(), found with less work: the nearest entries
   /// are repaired only as far as they could still win (fewer changes than
   /// the fewest so far), so that a first call whose nearest tuned config is
-  /// valid as it is repairs nothing else (28.6 instead of 255 us of CPU at
+  /// valid as it is repairs nothing else (26.8 instead of 255 us of CPU at
   /// B=1,T=4000,H=64,D=256,R=1024 in bench_config_repair).
   Choice choose(const Shape& shape) const;
   /// The choice first, then the other configs that can run `shape`, best
