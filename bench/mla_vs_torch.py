@@ -1258,13 +1258,24 @@ def load_torch():
     return torch
 
 
+# Environment variables that change what mlatune's dispatcher does (cache/dispatcher.h).
+DISPATCHER_SETTINGS = ("MLATUNE_RACE", "MLATUNE_RACE_FILL", "MLATUNE_WORKSPACE_RESERVE")
+
+
+def dispatcher_settings_text(environ) -> str:
+    """The dispatcher's settings from `environ` that are set, for a report's environment line."""
+    settings = [f"{name}={environ[name]}" for name in DISPATCHER_SETTINGS if environ.get(name)]
+    return "; mlatune " + ", ".join(settings) if settings else ""
+
+
 def environment_text(torch, triton_version: str) -> str:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     l2 = getattr(props, "L2_cache_size", 0)
     return (f"{props.name}, {props.multi_processor_count} SMs" + (f", {l2 >> 20} MiB L2" if l2 else "")
             + f"; torch {torch.__version__} (CUDA {torch.version.cuda}), TF32 matmul "
             f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'}; "
-            f"Triton {triton_version or 'n/a'}; Python {sys.version.split()[0]}; "
+            f"Triton {triton_version or 'n/a'}; Python {sys.version.split()[0]}"
+            f"{dispatcher_settings_text(os.environ)}; "
             f"{datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
 
 
@@ -1500,6 +1511,13 @@ def self_test(library: Optional[Path]) -> int:
             check(fragment in str(e), f"parse_shapes({text!r}) message {str(e)!r} lacks {fragment!r}")
             return
         check(False, f"parse_shapes({text!r}) accepted bad input")
+
+    # The dispatcher's settings named in a report's environment line.
+    check(dispatcher_settings_text({}) == "", "no settings should add nothing")
+    check(dispatcher_settings_text({"MLATUNE_WORKSPACE_RESERVE": "5G", "MLATUNE_RACE": "0", "PATH": "/bin",
+                                    "MLATUNE_RACE_FILL": ""})
+          == "; mlatune MLATUNE_RACE=0, MLATUNE_WORKSPACE_RESERVE=5G",
+          f"settings text {dispatcher_settings_text({'MLATUNE_WORKSPACE_RESERVE': '5G', 'MLATUNE_RACE': '0'})!r}")
 
     # Shapes.
     parsed = parse_shapes(" S0 ; 2,333,8,64,100;; decode;4, 256 ,8,32,64 ;7,7,7,7,7")
