@@ -660,6 +660,7 @@ TEST_F(GpuStandInTest, AShapesFirstLaunchRaisesWhatTheWorkspacePoolKeeps) {
   EXPECT_LE(launch_and_validate(*keeps_nothing, x, 83, nullptr), space_->tolerance().relative_l2);
   EXPECT_EQ(keeps_nothing->stats().workspace_kept_bytes, 0u);
 }
+
 TEST_F(GpuStandInTest, AWorkspaceReservedAtOpenIsMappedBeforeAnyLaunch) {
   // x's fallback materializes MBs of K and V; a reserve of 64 MiB is mapped
   // by open, so x's first launch maps nothing more.  Without the reserve
@@ -692,23 +693,21 @@ TEST_F(GpuStandInTest, AWorkspaceReservedAtOpenIsMappedBeforeAnyLaunch) {
         << "a launch inside the reserve maps nothing";
   }
   options.workspace_reserve_bytes = 0;
+  // Unset however the test leaves (an ASSERT returns): later tests open dispatchers too.
+  struct Unset {
+    ~Unset() { unsetenv("MLATUNE_WORKSPACE_RESERVE"); }
+  } unset;
   ASSERT_EQ(setenv("MLATUNE_WORKSPACE_RESERVE", "96M", 1), 0);
+  std::unique_ptr<Dispatcher> from_environment = Dispatcher::open(db_, space_file, options);
+  EXPECT_GE(from_environment->stats().workspace_mapped_bytes, std::uint64_t{96} << 20);
+  from_environment.reset();
+  ASSERT_EQ(setenv("MLATUNE_WORKSPACE_RESERVE", "96MB", 1), 0);
   try {
-    std::unique_ptr<Dispatcher> from_environment = Dispatcher::open(db_, space_file, options);
-    EXPECT_GE(from_environment->stats().workspace_mapped_bytes, std::uint64_t{96} << 20);
-    from_environment.reset();
-    ASSERT_EQ(setenv("MLATUNE_WORKSPACE_RESERVE", "96MB", 1), 0);
-    try {
-      Dispatcher::open(db_, space_file, options);
-      ADD_FAILURE() << "a reserve of '96MB' opened";
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("MLATUNE_WORKSPACE_RESERVE='96MB'"), std::string::npos) << e.what();
-    }
-  } catch (...) {
-    unsetenv("MLATUNE_WORKSPACE_RESERVE");
-    throw;
+    Dispatcher::open(db_, space_file, options);
+    ADD_FAILURE() << "a reserve of '96MB' opened";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("MLATUNE_WORKSPACE_RESERVE='96MB'"), std::string::npos) << e.what();
   }
-  unsetenv("MLATUNE_WORKSPACE_RESERVE");
 }
 
 // ---- races: an untuned shape times its candidates and keeps the fastest ---------
