@@ -361,8 +361,11 @@ BinaryKey DispatchIndex::binary_key(const Config& config, const Shape& shape) co
 
 void DispatchIndex::finish(Choice& choice, const Shape& shape) const {
   choice.config_text = space_->config_string(choice.config);
-  choice.binary = binary_key(choice.config, shape);
-  choice.arch = space_->target_architecture(choice.config, shape, target_.device.arch);
+  // One request for both: its architecture is what binary_key() would
+  // evaluate the space's `requires:` for again.
+  const CompileRequest request = compile_request_without_source(*space_, choice.config, shape, target_.device.arch);
+  choice.binary = compiler_.key(template_hasher_, request);
+  choice.arch = request.arch;
 }
 
 std::optional<BinaryRecord> DispatchIndex::stored_binary(Store& store, const Choice& choice) const {
