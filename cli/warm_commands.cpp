@@ -84,7 +84,9 @@ nlohmann::json coverage_json(const CoverageReport& c) {
     standing.push_back({{"origin", s.origin}, {"config", s.config_text}, {"ready", s.ready}});
   return {{"sampled", c.sampled},       {"corners", c.corners},       {"seed", c.seed},
           {"uncovered", c.uncovered},   {"unrunnable", c.unrunnable}, {"examples", c.examples},
-          {"guaranteed", c.guaranteed()}, {"standing", standing}};
+          {"guaranteed", c.guaranteed()}, {"standing", standing},
+          {"largest_workspace_bytes", c.largest_workspace_bytes}, {"largest_workspace_shape", c.largest_workspace_shape},
+          {"workspace_reserve", reserve_text(c.largest_workspace_bytes)}};
 }
 
 nlohmann::json report_json(const SearchSpace& space, const DeviceInfo& device, const ShapeBox& box,
@@ -130,6 +132,13 @@ void print_coverage(const CoverageReport& c) {
   for (const StandingCoverage& s : c.standing)
     fmt::print("  {:<16} ready at {} of {}: {}\n", s.origin, s.ready, c.sampled, s.config_text);
   if (c.unrunnable) fmt::print("  no config can run {} of them (refused, nothing compiles)\n", c.unrunnable);
+  if (c.largest_workspace_bytes == 0)
+    fmt::print("largest workspace  0 (no choice in the range launches a prologue)\n");
+  else
+    fmt::print("largest workspace  {} bytes ({:.2f} GiB), the choice's at {}: a process maps it at its first call "
+               "there (milliseconds per GB) unless it reserves it at open: MLATUNE_WORKSPACE_RESERVE={}\n",
+               c.largest_workspace_bytes, static_cast<double>(c.largest_workspace_bytes) / (1 << 30),
+               c.largest_workspace_shape, reserve_text(c.largest_workspace_bytes));
   if (c.guaranteed()) {
     fmt::print("uncovered          0: every sampled shape has a warmed binary among the dispatcher's ranked configs "
                "(no NVRTC on a first call inside the range)\n");

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cache/dispatch_index.h"
+#include "cache/dispatcher.h"
 #include "cache/store.h"
 #include "core/error.h"
 #include "core/space.h"
@@ -310,6 +311,39 @@ TEST_F(WarmTest, BucketedConfigCompilesOncePerBucket) {
   EXPECT_EQ(warm(store, index, options).compiled, 0u);
 }
 
+// The coverage names the largest workspace the dispatcher's choice takes in
+// the range (what a process maps at its first call there unless it reserves
+// it at open): the default of prologue.yaml expands x into N floats of
+// scratch, largest at the corner N=100000; a tuned entry without the
+// prologue, nearest everywhere, takes none.
+TEST_F(WarmTest, CoverageNamesTheLargestWorkspaceOfTheChoices) {
+  space_ = std::make_unique<SearchSpace>(SearchSpace::load(spaces_dir / "prologue.yaml"));
+  const WarmOptions options{parse_shape_box(*space_, "N=1..100000"), 2, 64, 200, 3};
+  {
+    Store store = Store::open(db_);
+    DispatchIndex index = DispatchIndex::build(store, *space_, DispatchTarget{h200, ToolchainInfo::current()});
+    WarmReport report = warm(store, index, options);
+    ASSERT_EQ(report.failed, 0u) << report.first_failure;
+    EXPECT_TRUE(report.coverage.guaranteed());
+    EXPECT_EQ(report.coverage.largest_workspace_bytes, 400'000u);
+    EXPECT_EQ(report.coverage.largest_workspace_shape, "N=100000");
+  }
+  tune("N=50000", "EXPAND=false,THREADS=256,PROLOGUE_THREADS=128", 3.0);
+  Store store = Store::open(db_);
+  DispatchIndex index = DispatchIndex::build(store, *space_, DispatchTarget{h200, ToolchainInfo::current()});
+  WarmReport report = warm(store, index, options);
+  ASSERT_EQ(report.failed, 0u) << report.first_failure;
+  EXPECT_EQ(report.coverage.largest_workspace_bytes, 0u);
+  EXPECT_EQ(report.coverage.largest_workspace_shape, "");
+
+  EXPECT_EQ(reserve_text(0), "0");
+  EXPECT_EQ(reserve_text(1), "1M");
+  EXPECT_EQ(reserve_text(400'000), "1M");
+  EXPECT_EQ(reserve_text(std::uint64_t{3} << 20), "3M");
+  EXPECT_EQ(reserve_text((std::uint64_t{3} << 20) + 1), "4M");
+  EXPECT_EQ(parse_byte_count(reserve_text(1'870'000'000), "x"), std::uint64_t{1784} << 20);
+}
+
 TEST_F(WarmTest, DatabaseWithoutWarmRangesReadsAsNone) {
   tune("N=100,M=8", vector_config, 5.0);
   Store store = Store::open(db_, StoreMode::read_only);
@@ -331,6 +365,8 @@ TEST_F(WarmTest, CommandWarmsAndInfoShowsTheRange) {
   EXPECT_NE(warmed.out.find("candidate configs  2 (2 warmable"), std::string::npos) << warmed.out;
   EXPECT_NE(warmed.out.find("failed             0"), std::string::npos) << warmed.out;
   EXPECT_NE(warmed.out.find("uncovered          0:"), std::string::npos) << warmed.out;
+  EXPECT_NE(warmed.out.find("largest workspace  0 (no choice in the range launches a prologue)"), std::string::npos)
+      << warmed.out;
   // By default NVRTC runs in compile processes, as in `tune` (the
   // mlatune-worker beside the program); --compile-in threads keeps it here.
   EXPECT_NE(warmed.out.find("compiled           2 (on "), std::string::npos) << warmed.out;
@@ -341,6 +377,8 @@ TEST_F(WarmTest, CommandWarmsAndInfoShowsTheRange) {
   const nlohmann::json threads_report = nlohmann::json::parse(in_threads.out);
   EXPECT_EQ(threads_report["compiled"], 2);
   EXPECT_EQ(threads_report["compile_in"], "threads");
+  EXPECT_EQ(threads_report["coverage"]["largest_workspace_bytes"], 0);
+  EXPECT_EQ(threads_report["coverage"]["workspace_reserve"], "0");
   auto refused = run({"cache", "warm", "--db", other_db.string(), "--space", (spaces_dir / "warm.yaml").string(),
                       "--range", "N=1..500;M=8", "--compile-in", "gpu"});
   EXPECT_EQ(refused.code, 2) << refused.out;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/compiler.h"
+#include "core/launch_plan.h"
 
 namespace mlatune {
 
@@ -32,6 +33,7 @@ std::int64_t draw(std::int64_t low, std::int64_t high, std::mt19937_64& rng) {
 struct Sample {
   std::vector<Choice> ranked;                     // those that can run it
   std::vector<std::optional<BinaryKey>> standing;  // per standing config: its key where it runs
+  std::uint64_t workspace_bytes = 0;              // the choice's, summed
 };
 
 Sample examine(const DispatchIndex& index, const std::vector<Config>& standing, const Shape& shape) {
@@ -39,6 +41,10 @@ Sample examine(const DispatchIndex& index, const std::vector<Config>& standing, 
   Sample sample;
   for (Choice& choice : index.ranked(shape, coverage_rank_limit))
     if (choice.ok()) sample.ranked.push_back(std::move(choice));
+  if (!sample.ranked.empty()) {
+    const LaunchPlan plan = plan_launch(space, sample.ranked.front().config, shape);
+    for (std::int64_t bytes : plan.steps.workspace_bytes) sample.workspace_bytes += static_cast<std::uint64_t>(bytes);
+  }
   for (const Config& config : standing) {
     if (space.check(config, shape).valid && space.geometry(config, shape).valid())
       sample.standing.emplace_back(index.binary_key(config, shape));
@@ -114,6 +120,12 @@ std::vector<Shape> coverage_samples(const ShapeBox& box, std::size_t random, std
   return shapes;
 }
 
+std::string reserve_text(std::uint64_t bytes) {
+  constexpr std::uint64_t mebibyte = std::uint64_t{1} << 20;
+  if (bytes == 0) return "0";
+  return fmt::format("{}M", bytes / mebibyte + (bytes % mebibyte ? 1 : 0));
+}
+
 bool usable_by(const BinaryRecord& record, const DispatchIndex& index) {
   const DispatchTarget& target = index.target();
   // An sm_90a cubin (a config that needs it) runs on the sm_90 device.
@@ -146,6 +158,10 @@ CoverageReport check_coverage(Store& store, const DispatchIndex& index, const Sh
     if (sample.ranked.empty()) {
       ++report.unrunnable;
       continue;
+    }
+    if (sample.workspace_bytes > report.largest_workspace_bytes) {
+      report.largest_workspace_bytes = sample.workspace_bytes;
+      report.largest_workspace_shape = space.shape_string(shapes[i]);
     }
     if (std::any_of(sample.ranked.begin(), sample.ranked.end(), [&](const Choice& c) { return ready(c.binary); }))
       continue;

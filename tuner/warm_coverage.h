@@ -39,6 +39,13 @@ struct CoverageReport {
   std::uint64_t unrunnable = 0; // sampled shapes no config can run (refused, not compiled)
   std::vector<std::string> examples;  // the first few: shape and the dispatcher's choice
   std::vector<StandingCoverage> standing;  // the fallbacks in order, then the default
+  /// The most workspace bytes (summed over a launch's workspace arguments)
+  /// the dispatcher's choice takes at a sampled shape, and that shape's
+  /// text; 0 and empty where no choice has a prologue.  A process maps that
+  /// much at its first call there unless it reserved it at open
+  /// (DispatcherOptions::workspace_reserve_bytes).
+  std::uint64_t largest_workspace_bytes = 0;
+  std::string largest_workspace_shape;
   bool guaranteed() const { return uncovered == 0; }
 };
 
@@ -49,6 +56,10 @@ std::vector<Shape> coverage_samples(const ShapeBox& box, std::size_t random, std
 /// Whether a stored record is a binary the index may load (its target's
 /// architecture and NVRTC, the space's kernel and template).
 bool usable_by(const BinaryRecord& record, const DispatchIndex& index);
+
+/// A reserve that covers `bytes`, as MLATUNE_WORKSPACE_RESERVE takes it:
+/// whole mebibytes, rounded up ("1786M"); "0" for none.
+std::string reserve_text(std::uint64_t bytes);
 
 /// Checks the samples against `warmed` (keys known to be stored) and the
 /// store; `jobs` threads ask the index (0: one per core).
