@@ -653,6 +653,8 @@ class Mlatune:
         lib.mlatune_choice.restype = ctypes.c_int
         lib.mlatune_compile_count.argtypes = [handle_p, ctypes.POINTER(ctypes.c_ulonglong)]
         lib.mlatune_compile_count.restype = ctypes.c_int
+        lib.mlatune_preloaded.argtypes = [handle_p] + [ctypes.POINTER(ctypes.c_ulonglong)] * 2
+        lib.mlatune_preloaded.restype = ctypes.c_int
         lib.mlatune_wait_compiles.argtypes = [handle_p]
         lib.mlatune_wait_compiles.restype = ctypes.c_int
         lib.mlatune_runs_stand_in.argtypes = [handle_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t,
@@ -711,6 +713,13 @@ class Mlatune:
     def wait_compiles(self) -> None:
         """Until the background compiles queued so far are done and their shapes switched."""
         self._check("mlatune_wait_compiles", self._lib.mlatune_wait_compiles(self._handle))
+
+    def preloaded(self) -> tuple[int, int]:
+        """Stored binaries the preload (MLATUNE_PRELOAD=1) loaded so far, and those it could not."""
+        loaded, failed = ctypes.c_ulonglong(0), ctypes.c_ulonglong(0)
+        self._check("mlatune_preloaded", self._lib.mlatune_preloaded(self._handle, ctypes.byref(loaded),
+                                                                     ctypes.byref(failed)))
+        return loaded.value, failed.value
 
     def race_state(self, shape: Shape) -> int:
         """0: no race at the shape (tuned, or racing off), 1: racing, 2: settled."""
@@ -1259,7 +1268,7 @@ def load_torch():
 
 
 # Environment variables that change what mlatune's dispatcher does (cache/dispatcher.h).
-DISPATCHER_SETTINGS = ("MLATUNE_RACE", "MLATUNE_RACE_FILL", "MLATUNE_WORKSPACE_RESERVE")
+DISPATCHER_SETTINGS = ("MLATUNE_RACE", "MLATUNE_RACE_FILL", "MLATUNE_WORKSPACE_RESERVE", "MLATUNE_PRELOAD")
 
 
 def dispatcher_settings_text(environ) -> str:
@@ -1293,8 +1302,17 @@ def start_gpu_run(args, offline_option: str, without_mlatune: str):
         return 1
     if args.race is not None:  # read by mlatune_open
         os.environ["MLATUNE_RACE"] = str(args.race)
+    free_before = torch.cuda.mem_get_info()[0]
     try:
+        opened = time.perf_counter()
         mlatune, mlatune_failure = Mlatune(args.lib, args.db, args.space), ""
+        if os.environ.get("MLATUNE_PRELOAD") == "1":
+            # As a server would at start: the preload done before the first call.
+            mlatune.wait_compiles()
+            loaded, failed = mlatune.preloaded()
+            print(f"# preload: {loaded} stored binaries loaded ({failed} failed) {time.perf_counter() - opened:.2f} s "
+                  f"after open; device memory used by open and preload "
+                  f"{(free_before - torch.cuda.mem_get_info()[0]) / 2**20:.0f} MiB", flush=True)
     except MlatuneError as e:
         print(f"mlatune unavailable, {without_mlatune} only: {e}", file=sys.stderr)
         mlatune, mlatune_failure = None, str(e)
@@ -1518,6 +1536,8 @@ def self_test(library: Optional[Path]) -> int:
                                     "MLATUNE_RACE_FILL": ""})
           == "; mlatune MLATUNE_RACE=0, MLATUNE_WORKSPACE_RESERVE=5G",
           f"settings text {dispatcher_settings_text({'MLATUNE_WORKSPACE_RESERVE': '5G', 'MLATUNE_RACE': '0'})!r}")
+    check(dispatcher_settings_text({"MLATUNE_PRELOAD": "1"}) == "; mlatune MLATUNE_PRELOAD=1",
+          f"settings text {dispatcher_settings_text({'MLATUNE_PRELOAD': '1'})!r}")
 
     # Shapes.
     parsed = parse_shapes(" S0 ; 2,333,8,64,100;; decode;4, 256 ,8,32,64 ;7,7,7,7,7")

@@ -154,6 +154,15 @@ int mlatune_wait_compiles(mlatune_dispatcher* dispatcher) {
   });
 }
 
+int mlatune_preloaded(const mlatune_dispatcher* dispatcher, unsigned long long* loaded, unsigned long long* failed) {
+  return guarded([&] {
+    require(dispatcher != nullptr && loaded != nullptr && failed != nullptr, "mlatune_preloaded: NULL argument");
+    const mlatune::DispatcherStats s = dispatcher->dispatcher->stats();
+    *loaded = s.binaries_preloaded;
+    *failed = s.preload_failures;
+  });
+}
+
 int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count,
                           int* stand_in) {
   using namespace mlatune::c_api;

@@ -93,6 +93,11 @@ int mlatune_set_compile_mode(mlatune_dispatcher* dispatcher, int mode);
  * a failed compile, which mlatune_choice_for then reports), and the untuned
  * shapes noted so far are counted in the database. */
 int mlatune_wait_compiles(mlatune_dispatcher* dispatcher);
+/* The stored binaries the preload has loaded so far, and those it could not
+ * read or load (MLATUNE_PRELOAD=1: every stored binary the dispatcher could
+ * run is loaded on a thread of its own from open on; mlatune_wait_compiles
+ * waits for it). */
+int mlatune_preloaded(const mlatune_dispatcher* dispatcher, unsigned long long* loaded, unsigned long long* failed);
 /* Whether the shape currently runs a stand-in (1) or its chosen config (0;
  * also for a shape not launched yet). */
 int mlatune_runs_stand_in(mlatune_dispatcher* dispatcher, const int64_t* shape, size_t shape_count,

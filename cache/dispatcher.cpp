@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <deque>
+#include <future>
 #include <thread>
 
 #include <cuda_runtime_api.h>
@@ -22,6 +23,7 @@
 #include "cache/shape_table.h"
 #include "cache/store.h"
 #include "cache/dispatch_launch.h"
+#include "core/architecture.h"
 #include "core/compiler.h"
 #include "core/cuda.h"
 #include "core/error.h"
@@ -190,6 +192,16 @@ std::optional<std::uint64_t> bytes_from_environment(const char* name) {
   return parse_byte_count(value, name);
 }
 
+/// The environment variable `name` as a switch: "1" or "0"; unset or empty
+/// gives nullopt; anything else is an InputError that quotes it.
+std::optional<bool> switch_from_environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  if (std::strcmp(value, "1") == 0) return true;
+  if (std::strcmp(value, "0") == 0) return false;
+  throw InputError(fmt::format("{}='{}': expected 1 (on) or 0 (off)", name, value));
+}
+
 bool logging_enabled() {
   const char* value = std::getenv("MLATUNE_DISPATCH_LOG");
   return value && *value && std::strcmp(value, "0") != 0;
@@ -322,7 +334,7 @@ struct Dispatcher::Impl {
   std::atomic<std::uint64_t> shapes{0}, binaries_loaded{0}, binaries_from_store{0}, compiles{0},
       binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0}, blocking_compiles{0},
       background_compiles{0}, background_failures{0}, stand_in_shapes{0}, switches{0}, races_started{0},
-      races_settled{0}, race_launches{0};
+      races_settled{0}, race_launches{0}, binaries_preloaded{0}, preload_failures{0};
   std::atomic<std::uint64_t> choose_ns{0}, store_read_ns{0}, load_ns{0}, ready_ns{0}, miss_ns{0}, rank_ns{0},
       queue_ns{0}, first_launch_ns{0}, workspace_ns{0}, lock_wait_ns{0};
   /// Where workspaces come from; null (the device's default pool) for a
@@ -337,13 +349,20 @@ struct Dispatcher::Impl {
   std::vector<std::string> pending_misses;
   std::uint64_t miss_jobs = 0;
 
+  /// The preload (options.preload_stored): its thread's end, and the stop
+  /// it checks between binaries.
+  std::future<void> preloading;
+  std::atomic<bool> closing{false};
+
   // Last: destroyed first, so the worker is joined before anything its jobs use.
   CompileQueue queue;
 
   Impl(Store s) : store(std::move(s)) {}
-  /// Counts the misses whose write job has not run: `queue`, destroyed
-  /// first, drops the jobs it has not started.
+  /// Stops the preload, then counts the misses whose write job has not run:
+  /// `queue`, destroyed first, drops the jobs it has not started.
   ~Impl() {
+    closing = true;
+    if (preloading.valid()) preloading.wait();
     try {
       std::lock_guard lock(slow_mutex);
       write_misses();
@@ -586,6 +605,56 @@ struct Dispatcher::Impl {
     KernelSlot& result = *slot;
     kernels.emplace(choice.binary, std::move(slot));
     return result;
+  }
+
+  // ---- the preload -----------------------------------------------------------
+
+  /// On the preload's thread: every stored binary this dispatcher could run,
+  /// read through a connection of its own and loaded without the lock (a
+  /// first use meanwhile waits for neither), then published under it unless
+  /// a first use loaded the same binary meanwhile.  A binary that cannot be
+  /// read or loaded is counted and skipped (its first use then reads it and
+  /// reports why, as without the preload).  Never throws.
+  void preload_job() {
+    std::vector<Store::StoredBinary> stored;
+    std::optional<Store> reader;
+    try {
+      use_device_here();
+      reader.emplace(Store::open(store.path(), StoreMode::read_only));
+      stored = reader->binaries_of(space->kernel_name());
+    } catch (const std::exception& e) {
+      ++preload_failures;
+      return note_preload_failure("the store", e.what());
+    }
+    const std::string& nvrtc = index->target().toolchain.nvrtc_version;
+    for (const Store::StoredBinary& b : stored) {
+      if (closing) return;
+      if (b.template_hash != space->template_hash() || b.nvrtc_version != nvrtc || !runs_binary(b.arch, device.arch))
+        continue;
+      const BinaryKey key{b.key};
+      {
+        std::lock_guard slow(slow_mutex);
+        if (kernels.count(key)) continue;
+      }
+      try {
+        std::optional<BinaryRecord> record = reader->get_binary(b.key);
+        if (!record || record->cubin.empty()) continue;
+        auto slot = std::make_unique<KernelSlot>(
+            LoadedEntry(std::string(record->cubin.begin(), record->cubin.end()), space->kernel().entry));
+        std::lock_guard slow(slow_mutex);
+        if (kernels.emplace(key, std::move(slot)).second) {
+          ++binaries_loaded;
+          ++binaries_preloaded;
+        }
+      } catch (const std::exception& e) {
+        ++preload_failures;
+        note_preload_failure(b.key, e.what());
+      }
+    }
+  }
+
+  void note_preload_failure(const std::string& what, const std::string& error) {
+    if (log) std::fprintf(stderr, "mlatune dispatch: preload of %s failed: %s\n", what.c_str(), error.c_str());
   }
 
   // ---- background compiles ---------------------------------------------------
@@ -1216,6 +1285,9 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
                        static_cast<std::uint64_t>(impl->properties.total_memory) / workspace_keep_share),
         reserve);
   }
+  bool preload = options.preload_stored;
+  if (std::optional<bool> on = switch_from_environment("MLATUNE_PRELOAD")) preload = *on;
+  if (preload) impl->preloading = std::async(std::launch::async, [raw = impl.get()] { raw->preload_job(); });
   if (options.record_misses && !impl->store.read_only()) {
     try {
       impl->ensure_miss_ids();
@@ -1309,7 +1381,10 @@ DispatchDescription Dispatcher::describe(const Shape& shape) const {
   return d;
 }
 
-void Dispatcher::wait_compiles() { impl_->queue.wait_idle(); }
+void Dispatcher::wait_compiles() {
+  if (impl_->preloading.valid()) impl_->preloading.wait();
+  impl_->queue.wait_idle();
+}
 
 void Dispatcher::set_compile_mode(CompileMode mode) { impl_->mode = mode; }
 
@@ -1324,6 +1399,8 @@ DispatcherStats Dispatcher::stats() const {
   s.shapes = impl_->shapes;
   s.binaries_loaded = impl_->binaries_loaded;
   s.binaries_from_store = impl_->binaries_from_store;
+  s.binaries_preloaded = impl_->binaries_preloaded;
+  s.preload_failures = impl_->preload_failures;
   s.compiles = impl_->compiles;
   s.binaries_stored = impl_->binaries_stored;
   s.misses_recorded = impl_->misses_recorded;

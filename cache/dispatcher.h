@@ -98,6 +98,16 @@ struct DispatcherOptions {
   /// MLATUNE_WORKSPACE_RESERVE (bytes, or with a K, M or G suffix: 4G), when
   /// set, replaces it.  Ignored for a space without a prologue.
   std::uint64_t workspace_reserve_bytes = 0;
+  /// Load, on a thread of its own started at open, every stored binary this
+  /// dispatcher could run (its kernel family and template, this NVRTC, an
+  /// architecture the device runs), so that a first use whose binary is
+  /// stored (inside a range `mlatune cache warm` covered) reads and loads
+  /// nothing: on the H100 those two steps were 1.5-2 ms of a 2.3 ms first
+  /// call.  It costs the device memory of the loaded code and about a
+  /// millisecond of that thread per binary; a first use meanwhile may wait
+  /// for the driver.  wait_compiles() waits for it.  The environment
+  /// variable MLATUNE_PRELOAD (1 or 0), when set, replaces it.
+  bool preload_stored = false;
 };
 
 /// A byte count as MLATUNE_WORKSPACE_RESERVE takes it: digits, optionally
@@ -110,7 +120,9 @@ std::uint64_t parse_byte_count(std::string_view text, std::string_view name);
 struct DispatcherStats {
   std::uint64_t shapes = 0;            // distinct shapes prepared
   std::uint64_t binaries_loaded = 0;   // cubins loaded into the context
-  std::uint64_t binaries_from_store = 0;
+  std::uint64_t binaries_from_store = 0; // by first uses and background work, not the preload
+  std::uint64_t binaries_preloaded = 0;  // by the preload (preload_stored), so far
+  std::uint64_t preload_failures = 0;    // stored binaries the preload could not read or load
   std::uint64_t compiles = 0;          // NVRTC compilations (absent binaries), both kinds
   std::uint64_t blocking_compiles = 0; // on a caller's thread (no stand-in, or blocking mode)
   std::uint64_t background_compiles = 0;  // finished on the background thread
@@ -225,7 +237,7 @@ class Dispatcher {
   /// its shapes have switched (or kept their stand-in after a failure), and
   /// every race queued so far has its candidates ready (the race itself
   /// goes on over the shape's next launches), and the misses noted so far
-  /// are counted in the store.
+  /// are counted in the store, and the preload (preload_stored) is done.
   void wait_compiles();
   /// Changes the compile mode for shapes prepared from now on.
   void set_compile_mode(CompileMode mode);

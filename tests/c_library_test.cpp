@@ -39,7 +39,7 @@ const std::set<std::string> c_abi = {
     "mlatune_kernel_name",
     "mlatune_shape_variable_count", "mlatune_shape_variable_name", "mlatune_buffer_count", "mlatune_buffer_info",
     "mlatune_buffer_elements", "mlatune_launch", "mlatune_launch_checked", "mlatune_choice_for",
-    "mlatune_set_compile_mode", "mlatune_wait_compiles", "mlatune_runs_stand_in", "mlatune_race_state",
+    "mlatune_set_compile_mode", "mlatune_wait_compiles", "mlatune_preloaded", "mlatune_runs_stand_in", "mlatune_race_state",
     // cache/mla_c_api.h
     "mlatune_fused_mla_attention", "mlatune_choice"};
 

@@ -710,6 +710,76 @@ TEST_F(GpuStandInTest, AWorkspaceReservedAtOpenIsMappedBeforeAnyLaunch) {
   }
 }
 
+TEST_F(GpuStandInTest, APreloadLoadsStoredBinariesSoAFirstUseReadsNone) {
+  // Two binaries stored for this device and NVRTC (x's choice and the
+  // default at x) and one labelled with another NVRTC: the preload loads the
+  // two on its own thread, so that x's first use reads and loads nothing.
+  // The control without the preload reads x's binary from the store.
+  DispatcherOptions options = without_races();
+  options.compile = CompileMode::blocking;  // a binary it failed to find would compile, and count
+  Choice choice;
+  {
+    std::unique_ptr<Dispatcher> labeller = Dispatcher::open(db_, space_file, options);
+    choice = labeller->describe(shape(x)).choice;
+    ASSERT_TRUE(choice.ok()) << choice.explanation;
+    store_binary(*labeller, choice.config, x);
+    store_binary(*labeller, space_->default_config(), x);
+    CompileResult other = Compiler().compile(compile_request(*space_, space_->default_config(), shape(Dims{1, 8, 4, 32, 64}), device_.arch));
+    ASSERT_TRUE(other.ok()) << other.failure().message;
+    BinaryRecord foreign = labeller->index().binary_record(other.binary());
+    foreign.nvrtc_version = "9.9";
+    Store::open(db_).put_binary(foreign);
+  }
+  {
+    options.preload_stored = true;
+    std::unique_ptr<Dispatcher> preloaded = Dispatcher::open(db_, space_file, options);
+    preloaded->wait_compiles();
+    const DispatcherStats at_open = preloaded->stats();
+    EXPECT_EQ(at_open.binaries_preloaded, 2u);
+    EXPECT_EQ(at_open.preload_failures, 0u);
+    EXPECT_EQ(at_open.binaries_loaded, 2u);
+    EXPECT_LE(launch_and_validate(*preloaded, x, 101, nullptr), space_->tolerance().relative_l2);
+    const DispatcherStats after = preloaded->stats();
+    EXPECT_EQ(after.binaries_from_store, 0u);
+    EXPECT_EQ(after.store_read_ns, 0u);
+    EXPECT_EQ(after.load_ns, 0u);
+    EXPECT_EQ(after.compiles, 0u);
+    EXPECT_EQ(after.binaries_loaded, 2u);
+    EXPECT_EQ(preloaded->describe(shape(x)).choice.config_text, choice.config_text);
+  }
+  {
+    options.preload_stored = false;
+    std::unique_ptr<Dispatcher> plain = Dispatcher::open(db_, space_file, options);
+    EXPECT_LE(launch_and_validate(*plain, x, 102, nullptr), space_->tolerance().relative_l2);
+    plain->wait_compiles();
+    const DispatcherStats stats = plain->stats();
+    EXPECT_EQ(stats.binaries_preloaded, 0u);
+    EXPECT_EQ(stats.binaries_from_store, 1u);
+    EXPECT_GT(stats.store_read_ns, 0u);
+    EXPECT_EQ(stats.compiles, 0u);
+  }
+  // Closed at once, while the preload may still run: it stops between binaries.
+  options.preload_stored = true;
+  Dispatcher::open(db_, space_file, options).reset();
+  options.preload_stored = false;
+  struct Unset {
+    ~Unset() { unsetenv("MLATUNE_PRELOAD"); }
+  } unset;
+  ASSERT_EQ(setenv("MLATUNE_PRELOAD", "1", 1), 0);
+  {
+    std::unique_ptr<Dispatcher> from_environment = Dispatcher::open(db_, space_file, options);
+    from_environment->wait_compiles();
+    EXPECT_EQ(from_environment->stats().binaries_preloaded, 2u);
+  }
+  ASSERT_EQ(setenv("MLATUNE_PRELOAD", "yes", 1), 0);
+  try {
+    Dispatcher::open(db_, space_file, options);
+    ADD_FAILURE() << "MLATUNE_PRELOAD=yes opened";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("MLATUNE_PRELOAD='yes'"), std::string::npos) << e.what();
+  }
+}
+
 // ---- races: an untuned shape times its candidates and keeps the fastest ---------
 
 // Three tuned shapes around an untuned one, each with another config: the
