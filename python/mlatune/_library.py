@@ -101,6 +101,7 @@ def prototypes() -> dict:
         "mlatune_choice_for": (c.c_int, [handle, shape_p, c.c_size_t, c.c_char_p, c.c_size_t]),
         "mlatune_set_compile_mode": (c.c_int, [handle, c.c_int]),
         "mlatune_wait_compiles": (c.c_int, [handle]),
+        "mlatune_preloaded": (c.c_int, [handle, c.POINTER(c.c_ulonglong), c.POINTER(c.c_ulonglong)]),
         "mlatune_runs_stand_in": (c.c_int, [handle, shape_p, c.c_size_t, int_p]),
         "mlatune_race_state": (c.c_int, [handle, shape_p, c.c_size_t, int_p]),
         "mlatune_fused_mla_attention": (c.c_int, [handle] + [c.c_void_p] * 5 + [c.c_int] * 5 + [c.c_void_p]),

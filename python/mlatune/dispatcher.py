@@ -267,8 +267,16 @@ class Dispatcher:
 
     def wait_compiles(self) -> None:
         """Blocks until the background compiles and race preparations queued so
-        far are done (mlatune_wait_compiles)."""
+        far, and the preload (MLATUNE_PRELOAD=1), are done (mlatune_wait_compiles)."""
         self._check("mlatune_wait_compiles", self._lib.mlatune_wait_compiles(self._live()))
+
+    def preloaded(self) -> tuple:
+        """(loaded, failed): the stored binaries the preload has loaded so far
+        and those it could not (MLATUNE_PRELOAD=1 at open; mlatune_preloaded)."""
+        loaded, failed = ctypes.c_ulonglong(), ctypes.c_ulonglong()
+        self._check("mlatune_preloaded",
+                    self._lib.mlatune_preloaded(self._live(), ctypes.byref(loaded), ctypes.byref(failed)))
+        return loaded.value, failed.value
 
     def launch(self, shape, buffers, stream=None) -> None:
         """Launches the family at `shape` on `buffers` (in the order of
