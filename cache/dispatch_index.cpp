@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cache/binary_record.h"
+#include "core/architecture.h"
 
 namespace mlatune {
 
@@ -377,6 +378,15 @@ std::optional<BinaryRecord> DispatchIndex::stored_binary(Store& store, const Cho
       record->cubin.empty())
     return std::nullopt;
   return record;
+}
+
+std::vector<std::string> DispatchIndex::runnable_binaries(Store& store) const {
+  std::vector<std::string> keys;
+  for (const Store::StoredBinary& b : store.binaries_of(space_->kernel_name()))
+    if (b.template_hash == space_->template_hash() && b.nvrtc_version == target_.toolchain.nvrtc_version &&
+        runs_binary(b.arch, target_.device.arch))
+      keys.push_back(b.key);
+  return keys;
 }
 
 BinaryRecord DispatchIndex::binary_record(const CompiledBinary& binary) const {

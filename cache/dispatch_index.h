@@ -143,6 +143,11 @@ class DispatchIndex {
   /// says it was made for another architecture, NVRTC, kernel or template
   /// (a key collision must not load a foreign cubin).
   std::optional<BinaryRecord> stored_binary(Store& store, const Choice& choice) const;
+  /// The keys of the stored binaries a dispatcher of this index could load
+  /// (what its preload reads): labelled with its kernel family, template
+  /// and NVRTC, for an architecture its device runs; key order.  An empty
+  /// cubin shows only when read (stored_binary refuses it then).
+  std::vector<std::string> runnable_binaries(Store& store) const;
   /// The record to store for a binary compiled for `choice`.
   BinaryRecord binary_record(const CompiledBinary& binary) const;
 

@@ -23,7 +23,6 @@
 #include "cache/shape_table.h"
 #include "cache/store.h"
 #include "cache/dispatch_launch.h"
-#include "core/architecture.h"
 #include "core/compiler.h"
 #include "core/cuda.h"
 #include "core/error.h"
@@ -616,28 +615,25 @@ struct Dispatcher::Impl {
   /// read or loaded is counted and skipped (its first use then reads it and
   /// reports why, as without the preload).  Never throws.
   void preload_job() {
-    std::vector<Store::StoredBinary> stored;
+    std::vector<std::string> runnable;
     std::optional<Store> reader;
     try {
       use_device_here();
       reader.emplace(Store::open(store.path(), StoreMode::read_only));
-      stored = reader->binaries_of(space->kernel_name());
+      runnable = index->runnable_binaries(*reader);
     } catch (const std::exception& e) {
       ++preload_failures;
       return note_preload_failure("the store", e.what());
     }
-    const std::string& nvrtc = index->target().toolchain.nvrtc_version;
-    for (const Store::StoredBinary& b : stored) {
+    for (const std::string& hash : runnable) {
       if (closing) return;
-      if (b.template_hash != space->template_hash() || b.nvrtc_version != nvrtc || !runs_binary(b.arch, device.arch))
-        continue;
-      const BinaryKey key{b.key};
+      const BinaryKey key{hash};
       {
         std::lock_guard slow(slow_mutex);
         if (kernels.count(key)) continue;
       }
       try {
-        std::optional<BinaryRecord> record = reader->get_binary(b.key);
+        std::optional<BinaryRecord> record = reader->get_binary(hash);
         if (!record || record->cubin.empty()) continue;
         auto slot = std::make_unique<KernelSlot>(
             LoadedEntry(std::string(record->cubin.begin(), record->cubin.end()), space->kernel().entry));
@@ -648,7 +644,7 @@ struct Dispatcher::Impl {
         }
       } catch (const std::exception& e) {
         ++preload_failures;
-        note_preload_failure(b.key, e.what());
+        note_preload_failure(hash, e.what());
       }
     }
   }

@@ -351,6 +351,48 @@ TEST_F(DispatchIndexTest, ABinaryLabelledForAnotherToolchainTemplateOrKernelIsRe
   EXPECT_TRUE(idx.stored_binary(store, choice)) << "the same record, rightly labelled, is used";
 }
 
+// What a dispatcher's preload reads: the stored binaries labelled for this
+// index's kernel family, template and NVRTC, for an architecture its sm_90
+// device runs (sm_90a too, not sm_80 or sm_100).
+TEST_F(DispatchIndexTest, RunnableBinariesAreThoseTheIndexCouldLoad) {
+  DispatchIndex idx = index();
+  BinaryRecord good;
+  good.kernel_name = space_->kernel_name();
+  good.template_hash = space_->template_hash();
+  good.nvrtc_version = toolchain_.nvrtc_version;
+  good.arch = "sm_90";
+  good.cubin = {0x7f, 'E', 'L', 'F'};
+  struct Labelled {
+    const char* key;
+    void (*apply)(BinaryRecord&);
+  };
+  const Labelled records[] = {
+      {"a0000000000000000000000000000000", [](BinaryRecord&) {}},
+      {"b0000000000000000000000000000000", [](BinaryRecord& r) { r.arch = "sm_90a"; }},
+      {"c0000000000000000000000000000000", [](BinaryRecord& r) { r.arch = "sm_80"; }},
+      {"d0000000000000000000000000000000", [](BinaryRecord& r) { r.nvrtc_version = "0.0"; }},
+      {"e0000000000000000000000000000000", [](BinaryRecord& r) { r.template_hash = "0123456789abcdef0123456789abcdef"; }},
+      {"f0000000000000000000000000000000", [](BinaryRecord& r) { r.kernel_name = "other"; }},
+      {"f1000000000000000000000000000000", [](BinaryRecord& r) { r.cubin.clear(); }},
+      {"f2000000000000000000000000000000", [](BinaryRecord& r) { r.arch = "sm_100"; }},
+  };
+  {
+    Store store = Store::open(db_);
+    for (const Labelled& l : records) {
+      BinaryRecord record = good;
+      record.key = l.key;
+      l.apply(record);
+      store.put_binary(record);
+    }
+  }
+  Store store = Store::open(db_, StoreMode::read_only);
+  // An empty cubin is stored as a packed blob that is not empty: only reading
+  // it says so (the preload skips it then, as stored_binary refuses it).
+  EXPECT_EQ(idx.runnable_binaries(store),
+            (std::vector<std::string>{"a0000000000000000000000000000000", "b0000000000000000000000000000000",
+                                      "f1000000000000000000000000000000"}));
+}
+
 TEST_F(DispatchIndexTest, OtherKernelFamiliesAreNotCounted) {
   tune("N=1000,M=16", vector_config, 2.0, h200, KernelInfo{"other", "t", "d"});
   DispatchIndex idx = index();
