@@ -348,9 +348,10 @@ struct Dispatcher::Impl {
   std::vector<std::string> pending_misses;
   std::uint64_t miss_jobs = 0;
 
-  /// The preload (options.preload_stored): its thread's end, and the stop
-  /// it checks between binaries.
-  std::future<void> preloading;
+  /// The preload (options.preload_stored): its thread's end (shared, so
+  /// that wait_compiles() may wait for it on several threads at once), and
+  /// the stop it checks between binaries.
+  std::shared_future<void> preloading;
   std::atomic<bool> closing{false};
 
   // Last: destroyed first, so the worker is joined before anything its jobs use.
@@ -1283,7 +1284,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
   }
   bool preload = options.preload_stored;
   if (std::optional<bool> on = switch_from_environment("MLATUNE_PRELOAD")) preload = *on;
-  if (preload) impl->preloading = std::async(std::launch::async, [raw = impl.get()] { raw->preload_job(); });
+  if (preload) impl->preloading = std::async(std::launch::async, [raw = impl.get()] { raw->preload_job(); }).share();
   if (options.record_misses && !impl->store.read_only()) {
     try {
       impl->ensure_miss_ids();
