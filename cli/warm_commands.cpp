@@ -133,10 +133,10 @@ void print_coverage(const CoverageReport& c) {
     fmt::print("  {:<16} ready at {} of {}: {}\n", s.origin, s.ready, c.sampled, s.config_text);
   if (c.unrunnable) fmt::print("  no config can run {} of them (refused, nothing compiles)\n", c.unrunnable);
   if (c.largest_workspace_bytes == 0)
-    fmt::print("largest workspace  0 (no choice in the range launches a prologue)\n");
+    fmt::print("largest workspace  0 (no ranked config in the range launches a prologue)\n");
   else
-    fmt::print("largest workspace  {} bytes ({:.2f} GiB), the choice's at {}: a process maps it at its first call "
-               "there (milliseconds per GB) unless it reserves it at open: MLATUNE_WORKSPACE_RESERVE={}\n",
+    fmt::print("largest workspace  {} bytes ({:.2f} GiB), a ranked config's at {}: a process maps it at its first "
+               "calls there (milliseconds per GB) unless it reserves it at open: MLATUNE_WORKSPACE_RESERVE={}\n",
                c.largest_workspace_bytes, static_cast<double>(c.largest_workspace_bytes) / (1 << 30),
                c.largest_workspace_shape, reserve_text(c.largest_workspace_bytes));
   if (c.guaranteed()) {

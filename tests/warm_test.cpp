@@ -18,6 +18,7 @@
 #include "cache/dispatcher.h"
 #include "cache/store.h"
 #include "core/error.h"
+#include "core/launch_plan.h"
 #include "core/space.h"
 #include "tests/run_program.h"
 #include "tuner/warm_coverage.h"
@@ -311,12 +312,13 @@ TEST_F(WarmTest, BucketedConfigCompilesOncePerBucket) {
   EXPECT_EQ(warm(store, index, options).compiled, 0u);
 }
 
-// The coverage names the largest workspace the dispatcher's choice takes in
-// the range (what a process maps at its first call there unless it reserves
-// it at open): the default of prologue.yaml expands x into N floats of
-// scratch, largest at the corner N=100000; a tuned entry without the
-// prologue, nearest everywhere, takes none.
-TEST_F(WarmTest, CoverageNamesTheLargestWorkspaceOfTheChoices) {
+// The coverage names the largest workspace a config the dispatcher ranks
+// takes in the range (what a process maps at its first calls there unless it
+// reserves it at open): the default of prologue.yaml expands x into N floats
+// of scratch, largest at the corner N=100000.  A tuned entry without the
+// prologue, the choice everywhere, does not lower it: the default is still
+// ranked behind it (a stand-in or a race's candidate).
+TEST_F(WarmTest, CoverageNamesTheLargestWorkspaceOfTheRankedConfigs) {
   space_ = std::make_unique<SearchSpace>(SearchSpace::load(spaces_dir / "prologue.yaml"));
   const WarmOptions options{parse_shape_box(*space_, "N=1..100000"), 2, 64, 200, 3};
   {
@@ -333,8 +335,11 @@ TEST_F(WarmTest, CoverageNamesTheLargestWorkspaceOfTheChoices) {
   DispatchIndex index = DispatchIndex::build(store, *space_, DispatchTarget{h200, ToolchainInfo::current()});
   WarmReport report = warm(store, index, options);
   ASSERT_EQ(report.failed, 0u) << report.first_failure;
-  EXPECT_EQ(report.coverage.largest_workspace_bytes, 0u);
-  EXPECT_EQ(report.coverage.largest_workspace_shape, "");
+  const Choice at_corner = index.choose(shape("N=100000"));
+  ASSERT_EQ(at_corner.reason, ChoiceReason::nearest) << at_corner.explanation;
+  ASSERT_TRUE(plan_launch(*space_, at_corner.config, shape("N=100000")).steps.workspace_bytes.empty());
+  EXPECT_EQ(report.coverage.largest_workspace_bytes, 400'000u);
+  EXPECT_EQ(report.coverage.largest_workspace_shape, "N=100000");
 
   EXPECT_EQ(reserve_text(0), "0");
   EXPECT_EQ(reserve_text(1), "1M");
@@ -365,7 +370,7 @@ TEST_F(WarmTest, CommandWarmsAndInfoShowsTheRange) {
   EXPECT_NE(warmed.out.find("candidate configs  2 (2 warmable"), std::string::npos) << warmed.out;
   EXPECT_NE(warmed.out.find("failed             0"), std::string::npos) << warmed.out;
   EXPECT_NE(warmed.out.find("uncovered          0:"), std::string::npos) << warmed.out;
-  EXPECT_NE(warmed.out.find("largest workspace  0 (no choice in the range launches a prologue)"), std::string::npos)
+  EXPECT_NE(warmed.out.find("largest workspace  0 (no ranked config in the range launches a prologue)"), std::string::npos)
       << warmed.out;
   // By default NVRTC runs in compile processes, as in `tune` (the
   // mlatune-worker beside the program); --compile-in threads keeps it here.

@@ -33,7 +33,7 @@ std::int64_t draw(std::int64_t low, std::int64_t high, std::mt19937_64& rng) {
 struct Sample {
   std::vector<Choice> ranked;                     // those that can run it
   std::vector<std::optional<BinaryKey>> standing;  // per standing config: its key where it runs
-  std::uint64_t workspace_bytes = 0;              // the choice's, summed
+  std::uint64_t workspace_bytes = 0;              // the largest of the ranked configs', summed
 };
 
 Sample examine(const DispatchIndex& index, const std::vector<Config>& standing, const Shape& shape) {
@@ -41,9 +41,13 @@ Sample examine(const DispatchIndex& index, const std::vector<Config>& standing, 
   Sample sample;
   for (Choice& choice : index.ranked(shape, coverage_rank_limit))
     if (choice.ok()) sample.ranked.push_back(std::move(choice));
-  if (!sample.ranked.empty()) {
-    const LaunchPlan plan = plan_launch(space, sample.ranked.front().config, shape);
-    for (std::int64_t bytes : plan.steps.workspace_bytes) sample.workspace_bytes += static_cast<std::uint64_t>(bytes);
+  // The first call may run the choice or a stand-in, and a race the next
+  // few of the ranking: the pool must hold the largest of their workspaces.
+  for (const Choice& choice : sample.ranked) {
+    std::uint64_t total = 0;
+    for (std::int64_t bytes : plan_launch(space, choice.config, shape).steps.workspace_bytes)
+      total += static_cast<std::uint64_t>(bytes);
+    sample.workspace_bytes = std::max(sample.workspace_bytes, total);
   }
   for (const Config& config : standing) {
     if (space.check(config, shape).valid && space.geometry(config, shape).valid())

@@ -40,9 +40,10 @@ struct CoverageReport {
   std::vector<std::string> examples;  // the first few: shape and the dispatcher's choice
   std::vector<StandingCoverage> standing;  // the fallbacks in order, then the default
   /// The most workspace bytes (summed over a launch's workspace arguments)
-  /// the dispatcher's choice takes at a sampled shape, and that shape's
-  /// text; 0 and empty where no choice has a prologue.  A process maps that
-  /// much at its first call there unless it reserved it at open
+  /// a config the dispatcher ranks at a sampled shape takes (the choice, a
+  /// stand-in its first call may run, or a race's candidate), and that
+  /// shape's text; 0 and empty where none runs a prologue.  A process maps
+  /// that much at its first calls there unless it reserved it at open
   /// (DispatcherOptions::workspace_reserve_bytes).
   std::uint64_t largest_workspace_bytes = 0;
   std::string largest_workspace_shape;
