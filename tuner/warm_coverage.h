@@ -59,7 +59,7 @@ std::vector<Shape> coverage_samples(const ShapeBox& box, std::size_t random, std
 bool usable_by(const BinaryRecord& record, const DispatchIndex& index);
 
 /// A reserve that covers `bytes`, as MLATUNE_WORKSPACE_RESERVE takes it:
-/// whole mebibytes, rounded up ("1786M"); "0" for none.
+/// whole mebibytes, rounded up ("1789M" for 1,875,237,120 bytes); "0" for none.
 std::string reserve_text(std::uint64_t bytes);
 
 /// Checks the samples against `warmed` (keys known to be stored) and the
