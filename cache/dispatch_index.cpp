@@ -380,12 +380,17 @@ std::optional<BinaryRecord> DispatchIndex::stored_binary(Store& store, const Cho
   return record;
 }
 
+bool DispatchIndex::loads(std::string_view kernel_name, std::string_view template_hash,
+                          std::string_view nvrtc_version, std::string_view arch) const {
+  return kernel_name == space_->kernel_name() && template_hash == space_->template_hash() &&
+         nvrtc_version == target_.toolchain.nvrtc_version && runs_binary(arch, target_.device.arch);
+}
+
 std::vector<std::string> DispatchIndex::runnable_binaries(Store& store) const {
+  const std::string& kernel_name = space_->kernel_name();
   std::vector<std::string> keys;
-  for (const Store::StoredBinary& b : store.binaries_of(space_->kernel_name()))
-    if (b.template_hash == space_->template_hash() && b.nvrtc_version == target_.toolchain.nvrtc_version &&
-        runs_binary(b.arch, target_.device.arch))
-      keys.push_back(b.key);
+  for (const Store::StoredBinary& b : store.binaries_of(kernel_name))
+    if (loads(kernel_name, b.template_hash, b.nvrtc_version, b.arch)) keys.push_back(b.key);
   return keys;
 }
 

@@ -143,6 +143,11 @@ class DispatchIndex {
   /// says it was made for another architecture, NVRTC, kernel or template
   /// (a key collision must not load a foreign cubin).
   std::optional<BinaryRecord> stored_binary(Store& store, const Choice& choice) const;
+  /// Whether a binary so labelled is one a dispatcher of this index may
+  /// load: its kernel family and template, its NVRTC, and an architecture
+  /// its device runs (an sm_90a cubin on an sm_90 device too).
+  bool loads(std::string_view kernel_name, std::string_view template_hash, std::string_view nvrtc_version,
+             std::string_view arch) const;
   /// The keys of the stored binaries a dispatcher of this index could load
   /// (what its preload reads): labelled with its kernel family, template
   /// and NVRTC, for an architecture its device runs; key order.  An empty

@@ -131,11 +131,8 @@ std::string reserve_text(std::uint64_t bytes) {
 }
 
 bool usable_by(const BinaryRecord& record, const DispatchIndex& index) {
-  const DispatchTarget& target = index.target();
-  // An sm_90a cubin (a config that needs it) runs on the sm_90 device.
-  return runs_binary(record.arch, target.device.arch) && record.nvrtc_version == target.toolchain.nvrtc_version &&
-         record.kernel_name == index.space().kernel_name() &&
-         record.template_hash == index.space().template_hash() && !record.cubin.empty();
+  return index.loads(record.kernel_name, record.template_hash, record.nvrtc_version, record.arch) &&
+         !record.cubin.empty();
 }
 
 CoverageReport check_coverage(Store& store, const DispatchIndex& index, const ShapeBox& box,
