@@ -506,7 +506,27 @@ class GpuStandInTest : public GpuDispatchTest {
     return stats.relative_l2;
   }
 
+  // Sets `name` to `value` and checks that open refuses it with an
+  // InputError that quotes both.
+  void expect_open_refuses(const DispatcherOptions& options, const char* name, const char* value) {
+    ASSERT_EQ(setenv(name, value, 1), 0);
+    const std::string quoted = std::string(name) + "='" + value + "'";
+    try {
+      Dispatcher::open(db_, space_file, options);
+      ADD_FAILURE() << quoted << " opened";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(quoted), std::string::npos) << e.what();
+    }
+  }
+
   fs::path db_;
+};
+
+/// Unsets an environment variable however the scope is left (an ASSERT
+/// returns): later tests open dispatchers too.
+struct UnsetOnExit {
+  const char* name;
+  ~UnsetOnExit() { unsetenv(name); }
 };
 
 TEST_F(GpuStandInTest, AnUntunedShapeRunsAStoredStandInWhileItsChoiceCompiles) {
@@ -693,21 +713,12 @@ TEST_F(GpuStandInTest, AWorkspaceReservedAtOpenIsMappedBeforeAnyLaunch) {
         << "a launch inside the reserve maps nothing";
   }
   options.workspace_reserve_bytes = 0;
-  // Unset however the test leaves (an ASSERT returns): later tests open dispatchers too.
-  struct Unset {
-    ~Unset() { unsetenv("MLATUNE_WORKSPACE_RESERVE"); }
-  } unset;
+  const UnsetOnExit unset{"MLATUNE_WORKSPACE_RESERVE"};
   ASSERT_EQ(setenv("MLATUNE_WORKSPACE_RESERVE", "96M", 1), 0);
   std::unique_ptr<Dispatcher> from_environment = Dispatcher::open(db_, space_file, options);
   EXPECT_GE(from_environment->stats().workspace_mapped_bytes, std::uint64_t{96} << 20);
   from_environment.reset();
-  ASSERT_EQ(setenv("MLATUNE_WORKSPACE_RESERVE", "96MB", 1), 0);
-  try {
-    Dispatcher::open(db_, space_file, options);
-    ADD_FAILURE() << "a reserve of '96MB' opened";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("MLATUNE_WORKSPACE_RESERVE='96MB'"), std::string::npos) << e.what();
-  }
+  expect_open_refuses(options, "MLATUNE_WORKSPACE_RESERVE", "96MB");
 }
 
 TEST_F(GpuStandInTest, APreloadLoadsStoredBinariesSoAFirstUseReadsNone) {
@@ -762,22 +773,14 @@ TEST_F(GpuStandInTest, APreloadLoadsStoredBinariesSoAFirstUseReadsNone) {
   options.preload_stored = true;
   Dispatcher::open(db_, space_file, options).reset();
   options.preload_stored = false;
-  struct Unset {
-    ~Unset() { unsetenv("MLATUNE_PRELOAD"); }
-  } unset;
+  const UnsetOnExit unset{"MLATUNE_PRELOAD"};
   ASSERT_EQ(setenv("MLATUNE_PRELOAD", "1", 1), 0);
   {
     std::unique_ptr<Dispatcher> from_environment = Dispatcher::open(db_, space_file, options);
     from_environment->wait_compiles();
     EXPECT_EQ(from_environment->stats().binaries_preloaded, 2u);
   }
-  ASSERT_EQ(setenv("MLATUNE_PRELOAD", "yes", 1), 0);
-  try {
-    Dispatcher::open(db_, space_file, options);
-    ADD_FAILURE() << "MLATUNE_PRELOAD=yes opened";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("MLATUNE_PRELOAD='yes'"), std::string::npos) << e.what();
-  }
+  expect_open_refuses(options, "MLATUNE_PRELOAD", "yes");
 }
 
 // ---- races: an untuned shape times its candidates and keeps the fastest ---------
