@@ -9,12 +9,17 @@
 #include <ctime>
 #include <unistd.h>
 #include <cstdlib>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nvrtc.h>
 
+#include "core/binary_image.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/space.h"
@@ -234,7 +239,27 @@ CompileRequest compile_request_without_source(const SearchSpace& space, const Co
   request.arch = space.target_architecture(config, shape, arch);
   request.definitions = space.definitions(config, shape);
   request.config = space.config_string(config);
+  if (const std::optional<Config> as = space.prologue_apart_config(config, shape))
+    request.prologue_part = CompileRequest::ProloguePart{space.prologue()->kernel.entry, space.definitions(*as, shape)};
   return request;
+}
+
+CompileRequest main_part_request(const CompileRequest& request) {
+  CompileRequest main = request;
+  main.prologue_part.reset();
+  main.definitions.emplace_back("MLATUNE_PART_MAIN", "1");
+  return main;
+}
+
+CompileRequest prologue_part_request(const CompileRequest& request) {
+  if (!request.prologue_part) throw InternalError("prologue_part_request: the request has no prologue part");
+  CompileRequest part = request;
+  part.prologue_part.reset();
+  part.entry = request.prologue_part->entry;
+  part.definitions = request.prologue_part->definitions;
+  part.definitions.emplace_back("MLATUNE_PART_PROLOGUE", "1");
+  part.config = "the prologue part of " + request.config;
+  return part;
 }
 
 namespace {
@@ -244,7 +269,22 @@ bool lineinfo_requested() {
 }
 }  // namespace
 
-Compiler::Compiler() : version_(nvrtc_version()), lineinfo_(lineinfo_requested()) {}
+/// Prologue parts compiled in this process, newest last; a part being
+/// compiled is there already, so that a second request for it waits for it.
+struct Compiler::PartCache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_future<CompileResult>> parts;
+  std::deque<std::string> order;
+  PartCounts counts;
+};
+
+Compiler::Compiler()
+    : version_(nvrtc_version()), lineinfo_(lineinfo_requested()), parts_(std::make_shared<PartCache>()) {}
+
+Compiler::PartCounts Compiler::prologue_parts() const {
+  std::lock_guard lock(parts_->mutex);
+  return parts_->counts;
+}
 
 std::vector<std::string> Compiler::options(const CompileRequest& request) const {
   std::vector<std::string> options = {
@@ -275,6 +315,12 @@ ContentHasher Compiler::source_hasher(std::string_view source) {
 }
 
 BinaryKey Compiler::key(const ContentHasher& after_source, const CompileRequest& request) const {
+  if (request.prologue_part) {
+    // Both parts' keys: equal keys still mean equal binaries.
+    const BinaryKey main = key(after_source, main_part_request(request));
+    const BinaryKey prologue = key(after_source, prologue_part_request(request));
+    return BinaryKey{content_hash({"prologue apart", main.hash, prologue.hash})};
+  }
   // Sorted, so that the order in which definitions were listed does not
   // matter; each option is length-prefixed by content_hash's framing below.
   std::vector<std::string> sorted = options(request);
@@ -293,6 +339,75 @@ BinaryKey Compiler::key(const ContentHasher& after_source, const CompileRequest&
 }
 
 CompileResult Compiler::compile(const CompileRequest& request) const {
+  return request.prologue_part ? compile_apart(request) : compile_program(request);
+}
+
+CompileResult Compiler::compile_apart(const CompileRequest& request) const {
+  const CompileRequest prologue_request = prologue_part_request(request);
+  const BinaryKey prologue_key = key(prologue_request);
+  std::shared_future<CompileResult> prologue;
+  std::optional<std::promise<CompileResult>> mine;  // set when this call compiles the part
+  {
+    std::lock_guard lock(parts_->mutex);
+    if (auto it = parts_->parts.find(prologue_key.hash); it != parts_->parts.end()) {
+      prologue = it->second;
+      ++parts_->counts.reused;
+    } else {
+      mine.emplace();
+      prologue = mine->get_future().share();
+      parts_->parts.emplace(prologue_key.hash, prologue);
+      parts_->order.push_back(prologue_key.hash);
+      while (parts_->order.size() > prologue_parts_kept) {
+        parts_->parts.erase(parts_->order.front());
+        parts_->order.pop_front();
+      }
+      ++parts_->counts.compiled;
+    }
+  }
+  if (mine) {
+    try {
+      mine->set_value(compile_program(prologue_request));
+    } catch (...) {
+      // NVRTC itself failed: no later request may find this attempt.
+      {
+        std::lock_guard lock(parts_->mutex);
+        if (auto it = parts_->parts.find(prologue_key.hash); it != parts_->parts.end()) {
+          parts_->parts.erase(it);
+          parts_->order.erase(std::find(parts_->order.begin(), parts_->order.end(), prologue_key.hash));
+        }
+      }
+      mine->set_exception(std::current_exception());
+    }
+  }
+  CompileResult main = compile_program(main_part_request(request));
+  const CompileResult& part = prologue.get();
+  const BinaryKey binary_key = key(request);
+  // The time and the NVRTC CPU this request spent: a part compiled for an
+  // earlier request cost it nothing.
+  const double part_seconds = mine ? part.compile_seconds() : 0.0;
+  const double part_cpu = mine ? part.cpu_seconds() : 0.0;
+  if (!main.ok() || !part.ok()) {
+    CompileFailure f = main.ok() ? part.failure() : main.failure();
+    f.key = binary_key;
+    f.compile_seconds = main.compile_seconds() + part_seconds;
+    f.cpu_seconds = main.cpu_seconds() + part_cpu;
+    if (main.ok()) f.message = "the prologue part, compiled apart: " + f.message;
+    return CompileResult(std::move(f));
+  }
+  CompiledBinary binary = main.binary();
+  const CompiledBinary& p = part.binary();
+  binary.key = binary_key;
+  binary.cubin = pack_images({main.binary().cubin, p.cubin});
+  if (request.keep_ptx) binary.prologue_ptx = p.ptx;
+  binary.log += fmt::format("\nprologue part ({}):\n{}", mine ? "compiled for this request" : "compiled before, kept",
+                            p.log);
+  binary.compile_seconds += part_seconds;
+  binary.cpu_seconds += part_cpu;
+  if (mine) binary.ptxas_seconds += p.ptxas_seconds;
+  return CompileResult(std::move(binary));
+}
+
+CompileResult Compiler::compile_program(const CompileRequest& request) const {
   const std::string context = describe(request);
   const std::vector<std::string> opts = options(request);
   BinaryKey binary_key = key(request);

@@ -5,6 +5,8 @@
 // must not stop a sweep.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,7 +44,23 @@ struct CompileRequest {
   /// tuner/code_identity.h reads it).  Not part of the key: it changes
   /// nothing that is compiled.
   bool keep_ptx = false;
+  /// Set where the space compiles the prologue apart for this config
+  /// (SearchSpace::prologue_apart_config): the main part is this request
+  /// with MLATUNE_PART_MAIN=1, the prologue part the template with these
+  /// definitions (the config it is compiled as) and MLATUNE_PART_PROLOGUE=1,
+  /// and the binary holds both cubins (core/binary_image.h).  Part of the key.
+  struct ProloguePart {
+    std::string entry;
+    std::vector<std::pair<std::string, std::string>> definitions;
+    bool operator==(const ProloguePart&) const = default;
+  };
+  std::optional<ProloguePart> prologue_part;
 };
+
+/// The two programs of a request whose prologue is compiled apart: the main
+/// kernel's and the prologue's, each an ordinary request (no prologue_part).
+CompileRequest main_part_request(const CompileRequest& request);
+CompileRequest prologue_part_request(const CompileRequest& request);
 
 /// The request that compiles `config` of `space`'s kernel at `shape` for
 /// `arch`, or for the architecture the config needs (the space's `requires:`;
@@ -66,8 +84,14 @@ struct BinaryKey {
 /// A successful compilation.
 struct CompiledBinary {
   BinaryKey key;
-  std::string cubin;  // ELF bytes, loadable with cuModuleLoadData
+  /// ELF bytes loadable with cuModuleLoadData, or, where the prologue was
+  /// compiled apart, an image of both parts (core/binary_image.h); either
+  /// way what LoadedKernel loads.
+  std::string cubin;
   std::string ptx;    // the PTX the cubin was made from, where the request kept it (keep_ptx); else empty
+  /// Compiled apart, with keep_ptx: the prologue part's PTX (ptx is then the
+  /// main part's).  Else empty.
+  std::string prologue_ptx;
   ResourceUsage usage;
   std::vector<std::string> options;  // exactly as passed to NVRTC
   std::string log;                   // the full NVRTC log (ptxas report, warnings)
@@ -165,14 +189,30 @@ class Compiler {
 
   /// Compiles one request.  A template or option error gives a CompileFailure;
   /// a failing NVRTC call (out of memory, a broken install) throws
-  /// EnvironmentError naming the call.
+  /// EnvironmentError naming the call.  A request with a prologue part
+  /// compiles its main part, and its prologue part unless this compiler (or
+  /// a copy of it) compiled that part before: the last prologue_parts_kept
+  /// prologue parts are kept in memory, so the configs of a sweep that
+  /// share one compile it once per process.
   CompileResult compile(const CompileRequest& request) const;
+
+  /// Prologue parts compiled by this compiler and its copies (each once,
+  /// however many requests shared it), and requests that found theirs kept.
+  struct PartCounts {
+    std::uint64_t compiled = 0, reused = 0;
+  };
+  PartCounts prologue_parts() const;
+  static constexpr std::size_t prologue_parts_kept = 64;
 
   const std::string& version() const { return version_; }
 
  private:
+  CompileResult compile_program(const CompileRequest& request) const;
+  CompileResult compile_apart(const CompileRequest& request) const;
+  struct PartCache;
   std::string version_;
   bool lineinfo_ = false;  // MLATUNE_LINEINFO=1: -lineinfo (see options())
+  std::shared_ptr<PartCache> parts_;
 };
 
 }  // namespace mlatune

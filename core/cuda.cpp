@@ -1,8 +1,11 @@
 #include "core/cuda.h"
 
+#include "core/binary_image.h"
+
 #include <cstdio>
 #include <dlfcn.h>
 #include <utility>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -279,19 +282,25 @@ float Event::elapsed_ms_since(const Event& start) const {
 // ---- LoadedKernel -------------------------------------------------------------
 
 struct LoadedKernel::Library {
-  // cudaLibraryLoadData reads a cubin's size from its ELF header; the owned
-  // copy is heap-aligned and outlives the library (lazy loading may read it
-  // later).
-  explicit Library(std::string_view image_view) : image(image_view) {
-    cudaLibrary_t loaded = nullptr;
-    MLATUNE_CUDA(cudaLibraryLoadData(&loaded, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    library = loaded;
+  // An image is one cubin or a pack of them (core/binary_image.h): each is
+  // loaded as a library of its own.  cudaLibraryLoadData reads a cubin's
+  // size from its ELF header; the owned copies are heap-aligned and outlive
+  // their libraries (lazy loading may read them later).
+  explicit Library(std::string_view image_view) {
+    for (std::string_view cubin : unpack_images(image_view)) images.emplace_back(cubin);
+    for (const std::string& cubin : images) {
+      cudaLibrary_t loaded = nullptr;
+      MLATUNE_CUDA(cudaLibraryLoadData(&loaded, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      libraries.push_back(loaded);
+    }
   }
-  ~Library() { MLATUNE_CUDA_NOTHROW(cudaLibraryUnload(static_cast<cudaLibrary_t>(library))); }
+  ~Library() {
+    for (void* library : libraries) MLATUNE_CUDA_NOTHROW(cudaLibraryUnload(static_cast<cudaLibrary_t>(library)));
+  }
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
-  std::string image;
-  void* library = nullptr;
+  std::vector<std::string> images;
+  std::vector<void*> libraries;
 };
 
 LoadedKernel::LoadedKernel(std::string_view image, const std::string& entry)
@@ -299,11 +308,19 @@ LoadedKernel::LoadedKernel(std::string_view image, const std::string& entry)
 
 LoadedKernel::LoadedKernel(std::shared_ptr<const Library> library, const std::string& entry)
     : library_(std::move(library)), entry_(entry) {
-  cudaKernel_t kernel = nullptr;
-  int code = cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(library_->library), entry.c_str());
-  if (code != cudaSuccess)
-    throw CudaError(code, fmt::format("cudaLibraryGetKernel(\"{}\")", entry), __FILE__, __LINE__);
-  kernel_ = kernel;
+  int code = cudaSuccess;
+  for (std::size_t i = 0; i < library_->libraries.size(); ++i) {
+    cudaKernel_t kernel = nullptr;
+    code = cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(library_->libraries[i]), entry.c_str());
+    if (code == cudaSuccess) {
+      kernel_ = kernel;
+      return;
+    }
+    // Not in this cubin of a pack: clear the error the runtime recorded, so
+    // that the next launch's check does not report it.
+    if (i + 1 < library_->libraries.size()) (void)cudaGetLastError();
+  }
+  throw CudaError(code, fmt::format("cudaLibraryGetKernel(\"{}\")", entry), __FILE__, __LINE__);
 }
 
 LoadedKernel LoadedKernel::sibling(const std::string& entry) const {

@@ -120,6 +120,10 @@ void SearchSpace::Impl::adopt_expressions() {
     for (Expression& e : prologue->kernel.block) adopt(e);
     adopt(prologue->kernel.shared_bytes);
     if (prologue->when) adopt(*prologue->when);
+    if (prologue->apart) {
+      if (prologue->apart->when) adopt(*prologue->apart->when);
+      for (auto& [index, e] : prologue->apart->as) adopt(e);
+    }
   }
 }
 
@@ -340,6 +344,14 @@ std::string SearchSpace::definition_hash() const {
   if (s.prologue) {
     serialize_source(out, "prologue", s.prologue->kernel);
     out += fmt::format("prologue.when={}\n", s.prologue->when ? canonical(*s.prologue->when) : "");
+    // Only where the section has one, so that the hash of every space without
+    // it (and of every stored result under one) stays what it was.
+    if (s.prologue->apart) {
+      out += fmt::format("prologue.apart.when={}\n",
+                         s.prologue->apart->when ? canonical(*s.prologue->apart->when) : "");
+      for (const auto& [index, e] : s.prologue->apart->as)
+        out += fmt::format("prologue.apart.as.{}={}\n", s.parameters[index].name, canonical(e));
+    }
   }
   for (const Argument& a : s.arguments) {
     out += fmt::format("argument {} {} {}", a.name, element_type_name(a.type), argument_role_name(a.role));
@@ -631,6 +643,40 @@ std::optional<LaunchGeometry> SearchSpace::prologue_geometry(const Config& confi
   impl_->bind_config(*evaluator, config);
   if (!prologue_holds(*impl_, *evaluator)) return std::nullopt;
   return evaluate_launch(impl_->prologue->kernel, *evaluator);
+}
+
+std::optional<Config> SearchSpace::prologue_apart_config(const Config& config, const Shape& shape) const {
+  if (!impl_->prologue || !impl_->prologue->apart) return std::nullopt;
+  const PrologueSource::Apart& apart = *impl_->prologue->apart;
+  Config as = config;
+  LaunchGeometry mine;
+  {
+    auto evaluator = impl_->lease();
+    impl_->bind_shape(*evaluator, shape);
+    impl_->bind_config(*evaluator, config);
+    if (!prologue_holds(*impl_, *evaluator)) return std::nullopt;
+    if (apart.when && !Impl::holds(evaluator->evaluate(Impl::of(*apart.when).id))) return std::nullopt;
+    for (const auto& [index, e] : apart.as) {
+      const double value = evaluator->evaluate(Impl::of(e).id);
+      const std::vector<std::int64_t>& numeric = impl_->parameters[index].numeric;
+      auto it = std::find_if(numeric.begin(), numeric.end(),
+                             [&](std::int64_t n) { return static_cast<double>(n) == value; });
+      if (it == numeric.end()) return std::nullopt;  // NaN too
+      as.choice[index] = static_cast<std::uint32_t>(it - numeric.begin());
+    }
+    mine = evaluate_launch(impl_->prologue->kernel, *evaluator);
+  }
+  if (as == config) return as;
+  if (!check(as, shape)) return std::nullopt;
+  // The part is compiled for the launch that `as` gets; the binary is
+  // launched as `config` says.  A kernel may rely on its launch (the
+  // flagship traps on another block or too little shared memory).
+  const std::optional<LaunchGeometry> theirs = prologue_geometry(as, shape);
+  if (!theirs || !mine.valid() || !theirs->valid() || theirs->shared_bytes != mine.shared_bytes ||
+      !std::equal(std::begin(mine.grid), std::end(mine.grid), std::begin(theirs->grid)) ||
+      !std::equal(std::begin(mine.block), std::end(mine.block), std::begin(theirs->block)))
+    return std::nullopt;
+  return as;
 }
 
 LaunchGeometry SearchSpace::reference_geometry(const Shape& shape) const {

@@ -127,6 +127,19 @@ struct KernelSource {
 struct PrologueSource {
   KernelSource kernel;             // path: the main template; entry and geometry its own
   std::optional<Expression> when;  // unset: always
+  /// `apart:`: for the configs where `when` holds, the prologue is compiled
+  /// in a program of its own (the template compiled with
+  /// MLATUNE_PART_PROLOGUE, the main kernel's with MLATUNE_PART_MAIN), as
+  /// the config that `as` makes of the config: each listed parameter takes
+  /// its expression's value, the others keep theirs.  Configs that `as` maps
+  /// to one config share one prologue binary, so a sweep compiles it once
+  /// (see SearchSpace::prologue_apart_config).
+  struct Apart {
+    std::optional<Expression> when;                    // unset: wherever the prologue runs
+    std::vector<std::pair<std::size_t, Expression>> as;  // parameter index, its value
+    SourceLocation where;
+  };
+  std::optional<Apart> apart;
 };
 
 /// One entry of the `requires:` section: the configs where `when` holds (at
@@ -296,6 +309,14 @@ class SearchSpace {
   bool prologue_runs(const Config& config, const Shape& shape) const;
   /// The prologue's launch where it runs; nullopt where it does not.
   std::optional<LaunchGeometry> prologue_geometry(const Config& config, const Shape& shape) const;
+  /// The config whose prologue part `config` compiles at `shape`, where the
+  /// space compiles the prologue apart (`prologue.apart`): the config `as`
+  /// makes of it.  nullopt, and the prologue is compiled with the main
+  /// kernel as usual, where there is no `apart`, its `when` does not hold,
+  /// the prologue does not run, a value of `as` is none of its parameter's
+  /// values, the config made is invalid at `shape`, or its prologue would
+  /// launch with another grid, block or shared memory than the config's.
+  std::optional<Config> prologue_apart_config(const Config& config, const Shape& shape) const;
   LaunchGeometry reference_geometry(const Shape& shape) const;
   /// Preprocessor definitions for the compiler: every parameter as NAME=value
   /// (named values also as NAME_<value>=index) and every compiled value as

@@ -767,7 +767,7 @@ Config Reader::config_map(const YAML::Node& node, const SourceLocation& where,
 
 void Reader::read_prologue(const Entry& entry) {
   auto keys = map(entry.value, at(entry), "'prologue'",
-                  {"entry", "when", "grid", "block", "shared_memory"}, {"entry", "grid", "block"});
+                  {"entry", "when", "grid", "block", "shared_memory", "apart"}, {"entry", "grid", "block"});
   PrologueSource prologue;
   prologue.kernel.entry =
       identifier(keys.at("entry").value, at(keys.at("entry")), "prologue entry point");
@@ -780,6 +780,31 @@ void Reader::read_prologue(const Entry& entry) {
   if (auto it = keys.find("when"); it != keys.end())
     prologue.when = expression(it->second.value, at(it->second), "prologue.when", Scope::full);
   read_geometry(prologue.kernel, keys, "prologue", at(entry), Scope::full);
+  if (auto it = keys.find("apart"); it != keys.end()) {
+    const Entry& apart_entry = it->second;
+    auto apart_keys = map(apart_entry.value, at(apart_entry), "'prologue.apart'", {"when", "as"}, {});
+    PrologueSource::Apart apart;
+    apart.where = at(apart_entry);
+    if (auto w = apart_keys.find("when"); w != apart_keys.end())
+      apart.when = expression(w->second.value, at(w->second), "prologue.apart.when", Scope::full);
+    if (auto a = apart_keys.find("as"); a != apart_keys.end() && !a->second.value.IsNull()) {
+      auto values = map(a->second.value, at(a->second), "'prologue.apart.as'", {}, {});
+      for (const auto& [name, e] : values) {
+        auto p = std::find_if(space_->parameters.begin(), space_->parameters.end(),
+                              [&](const Parameter& q) { return q.name == name; });
+        if (p == space_->parameters.end()) {
+          std::vector<std::string> names;
+          for (const Parameter& q : space_->parameters) names.push_back(q.name);
+          fail(at(e.key), fmt::format("prologue.apart.as names unknown parameter '{}'; expected one of: {}",
+                                      name, fmt::join(names, ", ")));
+        }
+        apart.as.emplace_back(static_cast<std::size_t>(p - space_->parameters.begin()),
+                              expression(e.value, at(e), fmt::format("prologue.apart.as value of '{}'", name),
+                                         Scope::full));
+      }
+    }
+    prologue.apart = std::move(apart);
+  }
   space_->prologue = std::move(prologue);
 }
 

@@ -113,6 +113,12 @@ TEST(WorkerCodec, EveryRequestRoundTrips) {
   EXPECT_EQ(c.config, compile.config);
   EXPECT_FALSE(c.require_resource_report);
   EXPECT_TRUE(c.keep_ptx);
+  EXPECT_FALSE(c.prologue_part);
+  // A request whose prologue is compiled apart keeps its part on the wire.
+  compile.prologue_part = CompileRequest::ProloguePart{"p", {{"A", "0"}, {"C", "2"}}};
+  CompileRequest apart = round_trip_request(CompileJobRequest{compile}).request;
+  ASSERT_TRUE(apart.prologue_part);
+  EXPECT_EQ(apart.prologue_part, compile.prologue_part);
 }
 
 TEST(WorkerCodec, EveryReplyRoundTrips) {
@@ -169,6 +175,7 @@ TEST(WorkerCodec, EveryReplyRoundTrips) {
   binary.arch = "sm_90";
   binary.entry = "k";
   binary.ptx = ".version 9.0\n.target sm_90\n";
+  binary.prologue_ptx = ".version 9.0\n.target sm_90a\n";
   const CompileResult ok = round_trip_reply(CompiledReply{CompileResult(binary)}).result;
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok.binary().key, binary.key);
@@ -182,6 +189,7 @@ TEST(WorkerCodec, EveryReplyRoundTrips) {
   EXPECT_EQ(ok.binary().arch, "sm_90");
   EXPECT_EQ(ok.binary().entry, "k");
   EXPECT_EQ(ok.binary().ptx, binary.ptx);
+  EXPECT_EQ(ok.binary().prologue_ptx, binary.prologue_ptx);
   CompileFailure failure;
   failure.key = binary.key;
   failure.log = "k.cu(1): error: x";

@@ -190,6 +190,53 @@ std::string referenced_ptx(std::string_view ptx) {
   return out;
 }
 
+std::string entry_ptx(std::string_view ptx, std::string_view entry) {
+  const std::string head = fmt::format(".entry {}(", entry);
+  std::string module;
+  bool found = false;
+  for (std::string_view statement : statements(ptx)) {
+    const std::string_view body = statement_body(statement);
+    const bool function = declared_variable(statement).empty() &&
+                          (body.find(".entry ") != std::string_view::npos || body.find(".func ") != std::string_view::npos) &&
+                          body.find_first_of("({") != std::string_view::npos;
+    if (function && body.find(head) == std::string_view::npos) continue;
+    found = found || function;
+    module += statement;
+  }
+  if (!found) throw InternalError(fmt::format("entry_ptx: the PTX has no entry '{}'", entry));
+  // Comment lines are no code (NVVM's "// .globl k" lines move with the
+  // functions around them).
+  std::string kept;
+  {
+    const std::string all = referenced_ptx(module);
+    std::size_t start = 0;
+    while (start < all.size()) {
+      std::size_t end = all.find('\n', start);
+      end = end == std::string::npos ? all.size() : end + 1;
+      if (all.compare(start, 2, "//") != 0) kept.append(all, start, end - start);
+      start = end;
+    }
+  }
+  // NVVM numbers block labels by the function's place in the module
+  // ($L__BB<function>_<block>).
+  std::string out;
+  out.reserve(kept.size());
+  constexpr std::string_view label = "$L__BB";
+  for (std::size_t i = 0; i < kept.size();) {
+    if (kept.compare(i, label.size(), label) == 0) {
+      std::size_t j = i + label.size();
+      while (j < kept.size() && std::isdigit(static_cast<unsigned char>(kept[j]))) ++j;
+      if (j < kept.size() && kept[j] == '_' && j > i + label.size()) {
+        out += label;
+        i = j;
+        continue;
+      }
+    }
+    out += kept[i++];
+  }
+  return out;
+}
+
 std::string code_identity(const CompiledBinary& binary, const LaunchPlan& plan) {
   if (binary.ptx.empty())
     throw InternalError("code_identity: the binary was compiled without its PTX (CompileRequest::keep_ptx)");
@@ -198,13 +245,26 @@ std::string code_identity(const CompiledBinary& binary, const LaunchPlan& plan) 
   std::string options;
   for (const std::string& o : binary.options)
     if (!o.starts_with("-D") && !o.starts_with("--include-path") && !o.starts_with("-I")) options += o + "\n";
+  if (!binary.prologue_ptx.empty())
+    return content_hash({"mlatune code identity v2, prologue apart", referenced_ptx(binary.ptx),
+                         referenced_ptx(binary.prologue_ptx), options, launch_plan_text(plan)});
   return content_hash({"mlatune code identity v2", referenced_ptx(binary.ptx), options, launch_plan_text(plan)});
+}
+
+bool same_code_apart(const CompiledBinary& whole, const CompiledBinary& apart, std::string_view main_entry,
+                     std::string_view prologue_entry) {
+  if (whole.ptx.empty() || apart.ptx.empty() || apart.prologue_ptx.empty())
+    throw InternalError("same_code_apart: a binary was compiled without its PTX (CompileRequest::keep_ptx)");
+  return entry_ptx(whole.ptx, main_entry) == entry_ptx(apart.ptx, main_entry) &&
+         entry_ptx(whole.ptx, prologue_entry) == entry_ptx(apart.prologue_ptx, prologue_entry);
 }
 
 std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::vector<CodeSubject>& subjects,
                                           CompilePool& pool) {
   std::vector<CodeIdentity> out(subjects.size());
   std::vector<std::optional<std::shared_future<CompileResult>>> compiling(subjects.size());
+  // Where the prologue is compiled apart: the same config compiled whole.
+  std::vector<std::optional<std::shared_future<CompileResult>>> whole(subjects.size());
   std::vector<LaunchPlan> plans(subjects.size());
   std::map<std::string, SearchSpace> per_device;  // the space as each device architecture sees it
   for (std::size_t i = 0; i < subjects.size(); ++i) {
@@ -234,6 +294,11 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
       }
       CompileRequest request = compile_request(there, config, shape, s.arch);
       request.keep_ptx = true;
+      if (request.prologue_part) {
+        CompileRequest together = request;
+        together.prologue_part.reset();
+        whole[i] = pool.submit(std::move(together));
+      }
       compiling[i] = pool.submit(std::move(request));
     } catch (const InputError& e) {
       out[i].refusal = fmt::format("its config or shape does not parse under this version: {}", e.what());
@@ -246,7 +311,22 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
       out[i].refusal = "does not compile under this version: " + result.failure().log;
       continue;
     }
-    out[i].hash = code_identity(result.binary(), plans[i]);
+    if (!whole[i]) {
+      out[i].hash = code_identity(result.binary(), plans[i]);
+      continue;
+    }
+    // Compiled apart: where each part's code is the one the whole template
+    // gives, the identity is the whole compile's, as before the space
+    // compiled the prologue apart (so results measured then carry over);
+    // else the parts' own, and they do not.
+    const CompileResult& together = whole[i]->get();
+    if (!together.ok()) {
+      out[i].refusal = "does not compile under this version: " + together.failure().log;
+      continue;
+    }
+    const bool same = same_code_apart(together.binary(), result.binary(), space.kernel().entry,
+                                      space.prologue()->kernel.entry);
+    out[i].hash = code_identity(same ? together.binary() : result.binary(), plans[i]);
   }
   return out;
 }

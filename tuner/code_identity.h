@@ -39,9 +39,23 @@ class SearchSpace;
 /// module-level statement and comment line.
 std::string referenced_ptx(std::string_view ptx);
 
+/// The PTX of one entry of a module, as a module of its own: its directives,
+/// the variables the entry references and the entry, with block labels
+/// numbered as if it were the only function ($L__BB1_3 -> $L__BB_3).  Two
+/// compiles give the same code for the entry where these are equal.
+/// Throws InternalError where the PTX has no such entry.
+std::string entry_ptx(std::string_view ptx, std::string_view entry);
+
 /// The identity of a compiled binary (compiled with keep_ptx) launched as
-/// `plan` says: 32 hex digits.
+/// `plan` says: 32 hex digits.  A binary whose prologue was compiled apart
+/// hashes both parts' PTX.
 std::string code_identity(const CompiledBinary& binary, const LaunchPlan& plan);
+
+/// Whether a config compiled with its prologue apart (`apart`) has the code
+/// of the same config compiled whole (`whole`, without prologue_part): each
+/// entry's PTX (entry_ptx) the same.  Both compiled with keep_ptx.
+bool same_code_apart(const CompiledBinary& whole, const CompiledBinary& apart, std::string_view main_entry,
+                     std::string_view prologue_entry);
 
 /// One config at one shape, compiled for the architecture of the device
 /// `arch` names (the space's `requires:` may raise it, as in a sweep).

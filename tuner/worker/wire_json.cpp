@@ -266,13 +266,35 @@ ResourceUsage decode_usage(const json& j) {
 
 }  // namespace
 
+namespace {
+
+json encode_definitions(const std::vector<std::pair<std::string, std::string>>& definitions) {
+  json out = json::array();
+  for (const auto& [name, value] : definitions) out.push_back({name, value});
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> decode_definitions(const json& j) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const json& d : array(j, "definitions")) {
+    if (!d.is_array() || d.size() != 2 || !d[0].is_string() || !d[1].is_string())
+      malformed("a definition is not a pair of strings");
+    out.emplace_back(d[0].get<std::string>(), d[1].get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
 json encode(const CompileRequest& r) {
-  json definitions = json::array();
-  for (const auto& [name, value] : r.definitions) definitions.push_back({name, value});
-  return {{"source", r.source},   {"source_name", r.source_name},       {"entry", r.entry},
-          {"arch", r.arch},       {"definitions", std::move(definitions)}, {"extra_options", r.extra_options},
-          {"config", r.config},   {"require_resource_report", r.require_resource_report},
-          {"keep_ptx", r.keep_ptx}};
+  json j = {{"source", r.source},   {"source_name", r.source_name},       {"entry", r.entry},
+            {"arch", r.arch},       {"definitions", encode_definitions(r.definitions)}, {"extra_options", r.extra_options},
+            {"config", r.config},   {"require_resource_report", r.require_resource_report},
+            {"keep_ptx", r.keep_ptx}};
+  if (r.prologue_part)
+    j["prologue_part"] = {{"entry", r.prologue_part->entry},
+                          {"definitions", encode_definitions(r.prologue_part->definitions)}};
+  return j;
 }
 
 CompileRequest decode_compile_request(const json& j) {
@@ -281,15 +303,15 @@ CompileRequest decode_compile_request(const json& j) {
   r.source_name = text(j, "source_name");
   r.entry = text(j, "entry");
   r.arch = text(j, "arch");
-  for (const json& d : array(j, "definitions")) {
-    if (!d.is_array() || d.size() != 2 || !d[0].is_string() || !d[1].is_string())
-      malformed("a definition is not a pair of strings");
-    r.definitions.emplace_back(d[0].get<std::string>(), d[1].get<std::string>());
-  }
+  r.definitions = decode_definitions(j);
   r.extra_options = texts(j, "extra_options");
   r.config = text(j, "config");
   r.require_resource_report = flag(j, "require_resource_report");
   r.keep_ptx = flag(j, "keep_ptx");
+  if (auto it = j.find("prologue_part"); it != j.end()) {
+    if (!it->is_object()) malformed("prologue_part is not an object");
+    r.prologue_part = CompileRequest::ProloguePart{text(*it, "entry"), decode_definitions(*it)};
+  }
   return r;
 }
 
@@ -308,6 +330,7 @@ json encode(const CompileResult& r) {
     j["arch"] = b.arch;
     j["entry"] = b.entry;
     j["ptx"] = b.ptx;
+    if (!b.prologue_ptx.empty()) j["prologue_ptx"] = b.prologue_ptx;
   } else {
     j["message"] = r.failure().message;
   }
@@ -329,6 +352,7 @@ CompileResult decode_compile_result(const json& j) {
     b.arch = text(j, "arch");
     b.entry = text(j, "entry");
     b.ptx = text(j, "ptx");
+    if (j.contains("prologue_ptx")) b.prologue_ptx = text(j, "prologue_ptx");
     return CompileResult(std::move(b));
   }
   CompileFailure f;
