@@ -38,6 +38,8 @@ endforeach()
 # would cost minutes: bench_strategies replays the small S0/S1 fixture with
 # one seed and only the 5 % replays (its table over every fixture and 10
 # seeds took 411 s of a CI run; strategy_test judges the target).
+# bench_compile: the prologue-apart comparison over 48 configs takes minutes.
+set(MLATUNE_SMOKE_ARGS_bench_compile --benchmark_filter=-FlagshipApart/.*/configs:48)
 set(MLATUNE_SMOKE_ARGS_bench_strategies --seeds 1 --fixture ${CMAKE_SOURCE_DIR}/tests/data/h200_sweeps.csv
     --benchmark_filter=FivePercent)
 

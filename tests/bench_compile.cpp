@@ -31,6 +31,7 @@
 #include "core/compiler.h"
 #include "core/embedded.h"
 #include "core/space.h"
+#include "tests/flagship_apart.h"
 
 namespace mlatune {
 namespace {
@@ -360,6 +361,62 @@ void BM_ConfigsPerProgram(benchmark::State& state) {
 }
 BENCHMARK(BM_ConfigsPerProgram)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// ---- the prologue compiled apart -----------------------------------------------
+
+// What a sweep at one shape pays in NVRTC per tensor-core config, with the
+// prologue compiled with each config (whole) and apart (one compiler, as a
+// compile thread or process of a sweep has: each prologue part compiled once
+// per iteration, its first config paying for it).  The configs: the first
+// `count` drawn at random (fixed seed) among those the flagship with
+// tests/data/flagship_prologue_apart.yaml compiles apart at the shape: 8 (the
+// CI smoke run) or 48 (closer to a sweep, where more configs share a part).
+void flagship_apart(benchmark::State& state, const TargetShape& target, bool apart) {
+  static const SearchSpace space = test_support::flagship_with_prologue_apart();
+  const auto count = static_cast<std::size_t>(state.range(0));
+  const Shape shape = space.parse_shape(target.text);
+  std::vector<CompileRequest> requests;
+  std::mt19937_64 rng(16);
+  for (int tries = 0; requests.size() < count && tries < 100000; ++tries) {
+    const std::optional<Config> c = space.sample(shape, rng);
+    if (!c || !space.prologue_apart_config(*c, shape)) continue;
+    CompileRequest request = compile_request(space, *c, shape, "sm_90");
+    if (!apart) request.prologue_part.reset();
+    requests.push_back(std::move(request));
+  }
+  double cpu = 0;
+  std::uint64_t parts = 0;
+  for (auto _ : state) {
+    const Compiler compiler;  // an empty part cache each iteration
+    for (const CompileRequest& request : requests) {
+      const CompileResult result = compiler.compile(request);
+      if (!result.ok()) {
+        state.SkipWithError(result.failure().message.c_str());
+        return;
+      }
+      cpu += result.cpu_seconds();
+    }
+    parts += compiler.prologue_parts().compiled;
+  }
+  const double n = static_cast<double>(state.iterations() * requests.size());
+  state.counters["configs/s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
+  state.counters["cpu_s"] = cpu / n;
+  state.counters["prologue_parts"] = static_cast<double>(parts) / static_cast<double>(state.iterations());
+}
+
+void register_flagship_apart() {
+  for (const TargetShape& target : target_shapes) {
+    if (std::string_view(target.name) == "S0") continue;
+    for (bool apart : {false, true})
+      benchmark::RegisterBenchmark(fmt::format("FlagshipApart/{}/{}", target.name, apart ? "apart" : "whole").c_str(),
+                                   [&target, apart](benchmark::State& state) { flagship_apart(state, target, apart); })
+          ->Arg(8)
+          ->Arg(48)
+          ->ArgName("configs")
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+  }
+}
+
 }  // namespace
 }  // namespace mlatune
 
@@ -369,6 +426,7 @@ int main(int argc, char** argv) {
   mlatune::register_flagship_configs();
   mlatune::register_flagship_options();
   mlatune::register_flagship_pools();
+  mlatune::register_flagship_apart();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
