@@ -361,6 +361,9 @@ class Reader {
   void read_fallbacks(const Entry& entry);
   Config config_map(const YAML::Node& node, const SourceLocation& where, const std::string& what,
                     const std::string& value_what) const;
+  /// The index of parameter `name`; else fails at `entry`'s key: "<what>
+  /// names unknown parameter ...".
+  std::size_t parameter_named(const std::string& name, const Entry& entry, const std::string& what) const;
   void read_prologue(const Entry& entry);
   void read_tolerance(const Entry& entry);
   std::string read_template(const Entry& entry, fs::path* resolved);
@@ -730,6 +733,15 @@ void Reader::read_fallbacks(const Entry& entry) {
 
 // `what` names the map in messages ("'default'"), `value_what` one of its
 // values ("default value").
+std::size_t Reader::parameter_named(const std::string& name, const Entry& entry, const std::string& what) const {
+  for (std::size_t i = 0; i < space_->parameters.size(); ++i)
+    if (space_->parameters[i].name == name) return i;
+  std::vector<std::string> names;
+  for (const Parameter& p : space_->parameters) names.push_back(p.name);
+  fail(at(entry.key), fmt::format("{} names unknown parameter '{}'; expected one of: {}", what, name,
+                                  fmt::join(names, ", ")));
+}
+
 Config Reader::config_map(const YAML::Node& node, const SourceLocation& where,
                           const std::string& what, const std::string& value_what) const {
   std::vector<std::string> names;
@@ -738,11 +750,8 @@ Config Reader::config_map(const YAML::Node& node, const SourceLocation& where,
   Config config;
   config.choice.assign(space_->parameters.size(), 0);
   for (const auto& [name, e] : keys) {
-    auto it = std::find(names.begin(), names.end(), name);
-    if (it == names.end())
-      fail(at(e.key), fmt::format("{} names unknown parameter '{}'; expected one of: {}", what,
-                                  name, fmt::join(names, ", ")));
-    const Parameter& p = space_->parameters[static_cast<std::size_t>(it - names.begin())];
+    const std::size_t index = parameter_named(name, e, what);
+    const Parameter& p = space_->parameters[index];
     std::string text = scalar(e, fmt::format("{} of '{}'", value_what, name));
     std::size_t choice = p.text.size();
     for (std::size_t i = 0; i < p.text.size(); ++i) {
@@ -756,7 +765,7 @@ Config Reader::config_map(const YAML::Node& node, const SourceLocation& where,
     if (choice == p.text.size())
       fail(at(e), fmt::format("{} '{}' of '{}' is not one of its values; expected one of: {}",
                               value_what, text, name, fmt::join(p.text, ", ")));
-    config.choice[static_cast<std::size_t>(it - names.begin())] = static_cast<std::uint32_t>(choice);
+    config.choice[index] = static_cast<std::uint32_t>(choice);
   }
   for (const std::string& name : names)
     if (!keys.count(name))
@@ -790,15 +799,7 @@ void Reader::read_prologue(const Entry& entry) {
     if (auto a = apart_keys.find("as"); a != apart_keys.end() && !a->second.value.IsNull()) {
       auto values = map(a->second.value, at(a->second), "'prologue.apart.as'", {}, {});
       for (const auto& [name, e] : values) {
-        auto p = std::find_if(space_->parameters.begin(), space_->parameters.end(),
-                              [&](const Parameter& q) { return q.name == name; });
-        if (p == space_->parameters.end()) {
-          std::vector<std::string> names;
-          for (const Parameter& q : space_->parameters) names.push_back(q.name);
-          fail(at(e.key), fmt::format("prologue.apart.as names unknown parameter '{}'; expected one of: {}",
-                                      name, fmt::join(names, ", ")));
-        }
-        apart.as.emplace_back(static_cast<std::size_t>(p - space_->parameters.begin()),
+        apart.as.emplace_back(parameter_named(name, e, "prologue.apart.as"),
                               expression(e.value, at(e), fmt::format("prologue.apart.as value of '{}'", name),
                                          Scope::full));
       }
