@@ -1351,6 +1351,11 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 // memory mla::kExpandSmemBytes.  Another block or too little shared memory
 // traps; blocks past the grid's tiles return.  Other algorithms never
 // launch it.
+// Compiled apart (the space's prologue.apart): the framework compiles the
+// main part with MLATUNE_PART_MAIN, which leaves this kernel out, and the
+// prologue part with MLATUNE_PART_PROLOGUE, which leaves the main kernel out;
+// each kernel's code is the same as in a compile of both.
+#ifndef MLATUNE_PART_MAIN
 #if EXPAND_GEMM == EXPAND_GEMM_fma_cluster && (ALGORITHM == ALGORITHM_tf32x3_kvgemm || ALGORITHM == ALGORITHM_tf32x3_wgmma)
 #define MLA_EXPAND_CLUSTER __cluster_dims__(MLA_FMA_CLUSTER_SPLIT, 1, 1)
 #else
@@ -1411,6 +1416,9 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
   }
 }
 
+#endif  // MLATUNE_PART_MAIN
+
+#ifndef MLATUNE_PART_PROLOGUE
 // Launch: grid [ceil(T / QUERIES_PER_BLOCK) * (H / HEADS_PER_BLOCK) * B],
 // block [THREADS_PER_QUERY * QUERIES_PER_BLOCK * HEADS_PER_BLOCK], dynamic
 // shared memory mla::kSmemBytes; anything else traps.  kv_ws is read by
@@ -1472,3 +1480,4 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
              tid, lane, smem);
   }
 }
+#endif  // MLATUNE_PART_PROLOGUE
