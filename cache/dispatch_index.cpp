@@ -113,6 +113,16 @@ DispatchIndex DispatchIndex::build(Store& store, const SearchSpace& space, Dispa
 Choice DispatchIndex::choose(const Shape& shape) const { return ranked(shape, 1).front(); }
 
 std::vector<Choice> DispatchIndex::ranked(const Shape& shape, std::size_t limit, std::size_t neighbors) const {
+  // Finished (text, binary key, architecture) once ranked, not as each
+  // candidate is found: one found twice or past the limit costs no key.
+  std::vector<Choice> list = ranked_unfinished(shape, limit, neighbors);
+  for (Choice& choice : list)
+    if (choice.ok()) finish(choice, shape);
+  return list;
+}
+
+std::vector<Choice> DispatchIndex::ranked_unfinished(const Shape& shape, std::size_t limit,
+                                                     std::size_t neighbors) const {
   Ranking ranking(shape, limit, neighbors ? neighbors : options_.neighbors);
   if (limit == 0) return {};
   add_hit(ranking);
@@ -121,10 +131,6 @@ std::vector<Choice> DispatchIndex::ranked(const Shape& shape, std::size_t limit,
   add_default(ranking);
   add_first_valid(ranking);
   if (ranking.list.empty()) ranking.list.push_back(none(shape));
-  // Finished (text, binary key, architecture) once ranked, not as each
-  // candidate is found: one found twice or past the limit costs no key.
-  for (Choice& choice : ranking.list)
-    if (choice.ok()) finish(choice, shape);
   return std::move(ranking.list);
 }
 

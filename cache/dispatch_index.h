@@ -121,6 +121,14 @@ class DispatchIndex {
   /// ranked; the first choice is the same either way when the extra entries
   /// need no fewer changes.
   std::vector<Choice> ranked(const Shape& shape, std::size_t limit, std::size_t neighbors = 0) const;
+  /// ranked() with each choice's config_text, binary and arch left empty
+  /// until finish() sets them: a caller that stops at the first usable
+  /// choice (the dispatcher's stand-in) finishes only those it looks at.
+  /// Finishing (the binary key) is most of ranked()'s time.
+  std::vector<Choice> ranked_unfinished(const Shape& shape, std::size_t limit, std::size_t neighbors = 0) const;
+  /// Sets config_text, binary and arch of a choice of ranked_unfinished()
+  /// at the same shape (what ranked() sets of every ok choice).
+  void finish(Choice& choice, const Shape& shape) const;
 
   /// Where `choice`'s main kernel launches fewer blocks at `shape` than the
   /// target device has SMs (a tile borrowed from a shape with more queries
@@ -183,7 +191,6 @@ class DispatchIndex {
   Choice from_entry(const Entry& entry, const Repair& repair, double distance) const;
   /// Why nothing tuned was used: the tail of fallback/default explanations.
   std::string untuned_tail(const Ranking& ranking) const;
-  void finish(Choice& choice, const Shape& shape) const;
 
   /// The space as target_.device sees it: the caller's when it has no
   /// `requires:` (no copy, no cold evaluators), else owned_ (for_device).

@@ -492,15 +492,20 @@ struct Dispatcher::Impl {
   /// (DispatchIndex::ranked) whose binary is loaded or stored and that can
   /// launch here; false when there is none.  Ranked only here: inside a
   /// warmed range the choice's binary is almost always ready, and choose()
-  /// alone costs a first call a fraction of a full ranking.
+  /// alone costs a first call a fraction of a full ranking.  Each candidate
+  /// is finished (its binary key) only when its turn comes.
   bool run_stand_in(const Shape& shape, Prepared& p) {
     std::vector<Choice> ranked;
     {
       PhaseTimer timed(rank_ns);
-      ranked = index->ranked(shape, stand_in_candidates);
+      ranked = index->ranked_unfinished(shape, stand_in_candidates);
     }
-    for (const Choice& candidate : ranked) {
+    for (Choice& candidate : ranked) {
       if (!candidate.ok() || candidate.config == p.target.config) continue;
+      {
+        PhaseTimer timed(rank_ns);
+        index->finish(candidate, shape);
+      }
       Prepared trial;
       try {
         KernelSlot* slot = ready_slot(candidate);

@@ -531,6 +531,34 @@ TEST_F(DispatchIndexFallbackTest, RankedListsEveryValidCandidateOnceBestFirst) {
   EXPECT_TRUE(index().ranked(shape, 0).empty());
 }
 
+// The stand-in's lookup: ranked_unfinished() is ranked() in the same order
+// with no text or binary key until finish() gives each what ranked() did.
+TEST_F(DispatchIndexFallbackTest, UnfinishedRankingIsTheRankingUntilFinished) {
+  tune("N=1000,M=16", vector_config, 1.0);
+  tune("N=64,M=3", plain_config, 1.0);
+  const DispatchIndex idx = index();
+  for (const char* text : {"N=1000,M=8", "N=1000,M=16", "N=7,M=1"}) {
+    SCOPED_TRACE(text);
+    const Shape shape = space_->parse_shape(text);
+    const std::vector<Choice> ranked = idx.ranked(shape, 8);
+    std::vector<Choice> unfinished = idx.ranked_unfinished(shape, 8);
+    ASSERT_EQ(unfinished.size(), ranked.size());
+    for (std::size_t i = 0; i < ranked.size(); ++i) {
+      SCOPED_TRACE(ranked[i].config_text);
+      EXPECT_EQ(unfinished[i].config, ranked[i].config);
+      EXPECT_EQ(unfinished[i].reason, ranked[i].reason);
+      EXPECT_EQ(unfinished[i].explanation, ranked[i].explanation);
+      EXPECT_TRUE(unfinished[i].config_text.empty());
+      EXPECT_TRUE(unfinished[i].binary.hash.empty());
+      idx.finish(unfinished[i], shape);
+      EXPECT_EQ(unfinished[i].config_text, ranked[i].config_text);
+      EXPECT_EQ(unfinished[i].binary, ranked[i].binary);
+      EXPECT_EQ(unfinished[i].arch, ranked[i].arch);
+      EXPECT_EQ(unfinished[i].binary, key_for(ranked[i].config_text, text, "sm_90"));
+    }
+  }
+}
+
 TEST_F(DispatchIndexTest, ChooseIsTheHeadOfTheFullRankingAtEveryShape) {
   // choose() repairs the nearest entries only as far as they could still
   // win; what it returns must be ranked()'s head down to the explanation,
