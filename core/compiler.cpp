@@ -339,10 +339,15 @@ BinaryKey Compiler::key(const ContentHasher& after_source, const CompileRequest&
 }
 
 CompileResult Compiler::compile(const CompileRequest& request) const {
-  return request.prologue_part ? compile_apart(request) : compile_program(request);
+  if (!request.prologue_part) return compile_program(request);
+  return compile_apart(request, [this](const CompileRequest& part) { return compile_program(part); });
 }
 
-CompileResult Compiler::compile_apart(const CompileRequest& request) const {
+CompileResult Compiler::compile(const CompileRequest& request, const ProgramCompile& program) const {
+  return request.prologue_part ? compile_apart(request, program) : program(request);
+}
+
+CompileResult Compiler::compile_apart(const CompileRequest& request, const ProgramCompile& program) const {
   const CompileRequest prologue_request = prologue_part_request(request);
   const BinaryKey prologue_key = key(prologue_request);
   std::shared_future<CompileResult> prologue;
@@ -366,7 +371,7 @@ CompileResult Compiler::compile_apart(const CompileRequest& request) const {
   }
   if (mine) {
     try {
-      mine->set_value(compile_program(prologue_request));
+      mine->set_value(program(prologue_request));
     } catch (...) {
       // NVRTC itself failed: no later request may find this attempt.
       {
@@ -379,7 +384,7 @@ CompileResult Compiler::compile_apart(const CompileRequest& request) const {
       mine->set_exception(std::current_exception());
     }
   }
-  CompileResult main = compile_program(main_part_request(request));
+  CompileResult main = program(main_part_request(request));
   const CompileResult& part = prologue.get();
   const BinaryKey binary_key = key(request);
   // The time and the NVRTC CPU this request spent: a part compiled for an

@@ -5,6 +5,7 @@
 // must not stop a sweep.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -195,6 +196,14 @@ class Compiler {
   /// prologue parts are kept in memory, so the configs of a sweep that
   /// share one compile it once per process.
   CompileResult compile(const CompileRequest& request) const;
+  /// How one program (a request without a prologue part) is compiled: in
+  /// this process, or by a compile process (tuner/compile_pool.h).
+  using ProgramCompile = std::function<CompileResult(const CompileRequest&)>;
+  /// compile(), with each NVRTC program compiled by `program`.  The parts
+  /// are still kept here, so compile processes fed from one pool (whose
+  /// Compiler this is) compile each prologue part once between them, where
+  /// each would otherwise compile it once for itself.
+  CompileResult compile(const CompileRequest& request, const ProgramCompile& program) const;
 
   /// Prologue parts compiled by this compiler and its copies (each once,
   /// however many requests shared it), and requests that found theirs kept.
@@ -208,7 +217,7 @@ class Compiler {
 
  private:
   CompileResult compile_program(const CompileRequest& request) const;
-  CompileResult compile_apart(const CompileRequest& request) const;
+  CompileResult compile_apart(const CompileRequest& request, const ProgramCompile& program) const;
   struct PartCache;
   std::string version_;
   bool lineinfo_ = false;  // MLATUNE_LINEINFO=1: -lineinfo (see options())

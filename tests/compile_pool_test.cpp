@@ -14,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include "core/binary_image.h"
 #include "core/embedded.h"
 #include "core/error.h"
+#include "core/space.h"
 
 namespace mlatune {
 namespace {
@@ -250,6 +252,41 @@ TEST(CompilePool, ProcessesCompileWhatThreadsCompile) {
   EXPECT_EQ(processes.stats().compiled, 4u);
   EXPECT_GT(processes.stats().nvrtc_cpu_seconds, 0.0);
   EXPECT_FALSE(compile_children().empty()) << "no compile process ran";
+}
+
+// A space whose prologue is compiled apart (tests/spaces/apart.yaml): the
+// pool's compiler keeps the parts, so its compile processes compile a part
+// shared by several configs once between them, where each process would
+// compile it for itself; the binaries are those of compiling in threads.
+TEST(CompilePool, ProcessesShareOneProloguePartThroughThePoolsCompiler) {
+  const SearchSpace space = SearchSpace::load(std::filesystem::path(MLATUNE_TEST_DATA_DIR) / "spaces" / "apart.yaml");
+  const Shape shape = space.parse_shape("N=1000");
+  std::vector<CompileRequest> requests;
+  for (const char* text : {"EXPAND=true,THREADS=64,PROLOGUE_THREADS=128", "EXPAND=true,THREADS=256,PROLOGUE_THREADS=128"})
+    requests.push_back(compile_request(space, space.parse_config(text), shape, "sm_90"));
+  ASSERT_TRUE(requests[0].prologue_part && requests[0].prologue_part == requests[1].prologue_part);
+
+  const Compiler in_threads;
+  CompilePool threads(in_threads, 1);
+  const Compiler in_processes;
+  {
+    CompilePool processes(in_processes, 2, {}, CompileIn::processes, compile_worker());
+    ASSERT_EQ(processes.where(), CompileIn::processes);
+    std::vector<std::shared_future<CompileResult>> pending;
+    for (const CompileRequest& r : requests) pending.push_back(processes.submit(r));
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const CompileResult& a = threads.submit(requests[i]).get();
+      const CompileResult& b = pending[i].get();
+      ASSERT_TRUE(a.ok() && b.ok()) << b.log();
+      EXPECT_EQ(a.key(), b.key());
+      EXPECT_EQ(a.binary().cubin, b.binary().cubin);  // both parts, packed alike
+      EXPECT_EQ(unpack_images(b.binary().cubin).size(), 2u);
+      EXPECT_EQ(a.binary().usage, b.binary().usage);
+    }
+    EXPECT_FALSE(compile_children().empty()) << "no compile process ran";
+  }
+  EXPECT_EQ(in_processes.prologue_parts().compiled, 1u);
+  EXPECT_EQ(in_processes.prologue_parts().reused, 1u);
 }
 
 // A compile process killed between requests is replaced: the next request

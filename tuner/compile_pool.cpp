@@ -87,7 +87,12 @@ struct CompilePool::State {
         std::lock_guard lock(mutex);
         ++stats.compiled;
       }
-      CompileResult result = helper ? helper->compile(job.request, compiler) : compiler.compile(job.request);
+      // In processes, a request compiled apart still goes through this
+      // pool's compiler, which keeps its prologue part for every process.
+      CompileResult result =
+          helper ? compiler.compile(job.request,
+                                    [&](const CompileRequest& program) { return helper->compile(program, compiler); })
+                 : compiler.compile(job.request);
       {
         std::lock_guard lock(mutex);
         stats.nvrtc_seconds += result.compile_seconds();
