@@ -82,6 +82,14 @@ std::string rate_text(const std::optional<double>& rate) {
   return rate ? fmt::format("{:.1f} configs/s", *rate) : std::string("- configs/s");
 }
 
+// ", N prologue parts compiled apart for M configs" where the space compiles
+// its prologue apart; empty otherwise.
+std::string prologue_parts_text(const SweepReport& report) {
+  if (report.prologue_parts_compiled == 0 && report.prologue_parts_reused == 0) return {};
+  return fmt::format("; {} prologue part(s) compiled apart for {} config(s)", report.prologue_parts_compiled,
+                     report.prologue_parts_compiled + report.prologue_parts_reused);
+}
+
 /// "16 threads", and how they compiled: both summaries say it alike.
 std::string compile_threads_text(unsigned threads, const SweepReport& report) {
   return fmt::format("{} threads{}", threads, report.compile_processes ? ", each with a compile process" : "");
@@ -361,6 +369,7 @@ void print_sweep_json(const SweepReport& report, const SweepSummary& summary) {
   out["wall_seconds"] = report.wall_s;
   out["nvrtc_runs"] = report.nvrtc_runs;
   out["binaries_reused"] = report.binaries_reused;
+  out["prologue_parts"] = {{"compiled", report.prologue_parts_compiled}, {"reused", report.prologue_parts_reused}};
   out["worker_replacements"] = report.worker_replacements;
   out["cutoff_factor"] = summary.cutoff_factor;
   out["cut_after"] = summary.cut_after;
@@ -425,9 +434,9 @@ void print_sweep_text(const SweepReport& report, const SweepSummary& summary) {
   if (summary.replayed) return;
   print_worker_lines(totals);
   fmt::print("  compilation: {:.1f} s of NVRTC in {} runs on {} (alone it would allow {}); "
-             "{} binaries reused\n",
+             "{} binaries reused{}\n",
              totals.nvrtc_s, report.nvrtc_runs, compile_threads_text(totals.compile_threads, report),
-             rate_text(totals.compile_limit_configs_per_s), report.binaries_reused);
+             rate_text(totals.compile_limit_configs_per_s), report.binaries_reused, prologue_parts_text(report));
 }
 
 CompileTotals compile_totals(const SweepReport& report) {
@@ -457,11 +466,12 @@ void print_compile_text(const SweepReport& report, const CompileSummaryContext& 
   }
   const CompileTotals totals = compile_totals(report);
   fmt::print(
-      "\ntotal: {} configs for {} ({} NVRTC runs, {} reused), {} compiled, {} failed, {} "
+      "\ntotal: {} configs for {} ({} NVRTC runs, {} reused{}), {} compiled, {} failed, {} "
       "spilling\n"
       "time: {:.2f} s wall on {} ({:.2f} s of compilation); {:.1f} configs/s\n"
       "binaries stored in {}\n",
-      totals.configs, context.arch, report.nvrtc_runs, report.binaries_reused, totals.compiled, totals.failed,
+      totals.configs, context.arch, report.nvrtc_runs, report.binaries_reused, prologue_parts_text(report),
+      totals.compiled, totals.failed,
       totals.spilling, report.wall_s, compile_threads_text(report.compile_threads, report), totals.compile_seconds,
       compile_rate(report, totals), context.database.string());
   if (report.shapes.size() > 1)
@@ -498,6 +508,7 @@ void print_compile_json(const SweepReport& report, const CompileSummaryContext& 
                    {"spilling", totals.spilling},
                    {"nvrtc_runs", report.nvrtc_runs},
                    {"reused", report.binaries_reused},
+                   {"prologue_parts", {{"compiled", report.prologue_parts_compiled}, {"reused", report.prologue_parts_reused}}},
                    {"shared_binaries", sweep_totals(report).shared_binaries},
                    {"database", context.database.string()},
                    {"threads", report.compile_threads},

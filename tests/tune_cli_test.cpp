@@ -126,6 +126,32 @@ TEST_F(TuneCliTest, CompileOnlyPrintsATablePerShapeAndTotals) {
       << again.out;
 }
 
+// A space that compiles its prologue apart: the summary says how many
+// prologue parts the compile processes compiled between them, and for how
+// many configs (the pool's compiler keeps them: core/compiler.h).
+TEST_F(TuneCliTest, CompileOnlySaysHowManyProloguePartsServedHowManyConfigs) {
+  const std::string apart = (fs::path(MLATUNE_TEST_DATA_DIR) / "spaces" / "apart.yaml").string();
+  // EXPAND=true with PROLOGUE_THREADS=128 at both THREADS: one part, two
+  // configs.  With 2048 the part is compiled as THREADS=64 has it, whose
+  // prologue geometry is invalid (its shared memory is -1): THREADS=64 is
+  // compiled apart as itself, THREADS=256 whole.  EXPAND=false has none.
+  Result r = tune({apart, "--compile-only", "--arch", "sm_90", "--shape", "N=1000"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "reused; 2 prologue part(s) compiled apart for 3 config(s)), ")) << r.out;
+  // The database now holds all eight binaries (N is not compiled in): a run
+  // on it compiles nothing, so the JSON run starts from an empty one.
+  fs::remove(db_);
+  Result json_run = tune({apart, "--compile-only", "--arch", "sm_90", "--shape", "N=2000", "--json"});
+  ASSERT_EQ(json_run.code, 0) << json_run.err;
+  json out = json::parse(json_run.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << json_run.out;
+  EXPECT_EQ(out["totals"]["prologue_parts"]["compiled"], 2) << json_run.out;
+  EXPECT_EQ(out["totals"]["prologue_parts"]["reused"], 1) << json_run.out;
+  // A space without the section says nothing of parts.
+  Result plain = tune({space("mini.yaml"), "--compile-only", "--arch", "sm_90", "--shape", "N=100"});
+  EXPECT_FALSE(has(plain.out, "prologue part")) << plain.out;
+}
+
 TEST_F(TuneCliTest, CompileOnlyJson) {
   Result r = tune({space("mini.yaml"), "--compile-only", "--arch", "sm_90", "--shape", "N=100", "--shape", "N=16",
                    "--json"});

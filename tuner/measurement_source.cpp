@@ -99,6 +99,9 @@ class CompileStage {
     CompilePoolStats stats = pool_.stats();
     report.nvrtc_runs = stats.compiled;
     report.binaries_reused = stats.memory_hits + stats.external_hits;
+    const Compiler::PartCounts parts = compiler_.prologue_parts();
+    report.prologue_parts_compiled = parts.compiled;
+    report.prologue_parts_reused = parts.reused;
   }
 
  private:

@@ -124,6 +124,10 @@ struct SweepReport {
   double wall_s = 0;
   std::uint64_t nvrtc_runs = 0;
   std::uint64_t binaries_reused = 0;  // from memory or the database
+  /// Prologue parts compiled apart (the space's prologue.apart), and the
+  /// requests that found theirs compiled already (Compiler::prologue_parts).
+  std::uint64_t prologue_parts_compiled = 0;
+  std::uint64_t prologue_parts_reused = 0;
   unsigned compile_threads = 0;
   bool compile_processes = false;  // each compile thread ran NVRTC in a process of its own
   int worker_replacements = 0;  // summed over `workers`
