@@ -370,17 +370,23 @@ CompileResult Compiler::compile_apart(const CompileRequest& request, const Progr
     }
   }
   if (mine) {
-    try {
-      mine->set_value(program(prologue_request));
-    } catch (...) {
-      // NVRTC itself failed: no later request may find this attempt.
-      {
-        std::lock_guard lock(parts_->mutex);
-        if (auto it = parts_->parts.find(prologue_key.hash); it != parts_->parts.end()) {
-          parts_->parts.erase(it);
-          parts_->order.erase(std::find(parts_->order.begin(), parts_->order.end(), prologue_key.hash));
-        }
+    // A part that failed is not kept: the requests waiting for it get its
+    // failure, a later one compiles it again.  A compile process that died
+    // on it (a failure value from tuner/compile_pool.h's processes) or NVRTC
+    // itself failing (an exception) may not happen twice.
+    const auto forget = [&] {
+      std::lock_guard lock(parts_->mutex);
+      if (auto it = parts_->parts.find(prologue_key.hash); it != parts_->parts.end()) {
+        parts_->parts.erase(it);
+        parts_->order.erase(std::find(parts_->order.begin(), parts_->order.end(), prologue_key.hash));
       }
+    };
+    try {
+      CompileResult compiled = program(prologue_request);
+      if (!compiled.ok()) forget();
+      mine->set_value(std::move(compiled));
+    } catch (...) {
+      forget();
       mine->set_exception(std::current_exception());
     }
   }

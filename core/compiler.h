@@ -194,7 +194,8 @@ class Compiler {
   /// compiles its main part, and its prologue part unless this compiler (or
   /// a copy of it) compiled that part before: the last prologue_parts_kept
   /// prologue parts are kept in memory, so the configs of a sweep that
-  /// share one compile it once per process.
+  /// share one compile it once per process.  A part that failed is not
+  /// kept (the next request compiles it again).
   CompileResult compile(const CompileRequest& request) const;
   /// How one program (a request without a prologue part) is compiled: in
   /// this process, or by a compile process (tuner/compile_pool.h).

@@ -146,6 +146,12 @@ TEST_F(TinyApart, APartThatDoesNotCompileFailsItsConfigsAndSaysSo) {
   EXPECT_NE(result.failure().message.find("the prologue part, compiled apart"), std::string::npos)
       << result.failure().message;
   EXPECT_EQ(result.key(), compiler.key(request));
+  // A failed part is not kept: the next request sharing it compiles it again
+  // (what failed may have been a compile process dying, not the code).
+  const CompileResult again = compiler.compile(request);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(compiler.prologue_parts().compiled, 2u);
+  EXPECT_EQ(compiler.prologue_parts().reused, 0u);
 }
 
 TEST_F(TinyApart, TheIdentityIsTheWholeCompilesWhereThePartsHaveItsCode) {
