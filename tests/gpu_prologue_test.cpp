@@ -36,6 +36,14 @@ namespace fs = std::filesystem;
 const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR) / "spaces" / "prologue.yaml";
 const fs::path apart_file = fs::path(MLATUNE_TEST_DATA_DIR) / "spaces" / "apart.yaml";
 
+// Sets `worker`'s workload to `file`'s family at N=100000 (seed 42, 50 ms
+// of timing a candidate) and gives the architecture of its device.
+std::string set_workload(Worker& worker, const fs::path& file) {
+  WorkloadRequest request{file, "N=100000", 42, {}};
+  request.timing.budget_ms = 50;
+  return worker.set_workload(request).device.arch();
+}
+
 Candidate build(const SearchSpace& space, const std::string& config_text, const Shape& shape,
                 const std::string& arch) {
   Config config = space.parse_config(config_text);
@@ -54,10 +62,7 @@ TEST(GpuPrologue, PrologueThenMainIsValidatedAndTimedThroughTheWorker) {
   SearchSpace space = SearchSpace::load(space_file);
   const Shape shape = space.parse_shape("N=100000");
   Worker worker(worker_options());
-  WorkloadRequest request{space_file, "N=100000", 42, {}};
-  request.timing.budget_ms = 50;
-  WorkloadInfo info = worker.set_workload(request);
-  const std::string arch = info.device.arch();
+  const std::string arch = set_workload(worker, space_file);
 
   Candidate expand = build(space, "EXPAND=true,THREADS=256,PROLOGUE_THREADS=128", shape, arch);
   ASSERT_TRUE(expand.prologue.has_value());
@@ -173,10 +178,7 @@ TEST(GpuPrologueApart, ATwoCubinImageIsValidatedAndTimedThroughTheWorker) {
   SearchSpace space = SearchSpace::load(apart_file);
   const Shape shape = space.parse_shape("N=100000");
   Worker worker(worker_options());
-  WorkloadRequest request{apart_file, "N=100000", 42, {}};
-  request.timing.budget_ms = 50;
-  WorkloadInfo info = worker.set_workload(request);
-  const std::string arch = info.device.arch();
+  const std::string arch = set_workload(worker, apart_file);
   const Compiler compiler;
 
   for (const char* text : {"EXPAND=true,THREADS=256,PROLOGUE_THREADS=128",
