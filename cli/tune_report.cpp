@@ -90,6 +90,11 @@ std::string prologue_parts_text(const SweepReport& report) {
                      report.prologue_parts_compiled + report.prologue_parts_reused);
 }
 
+// The same counts in the JSON reports.
+json prologue_parts_json(const SweepReport& report) {
+  return {{"compiled", report.prologue_parts_compiled}, {"reused", report.prologue_parts_reused}};
+}
+
 /// "16 threads", and how they compiled: both summaries say it alike.
 std::string compile_threads_text(unsigned threads, const SweepReport& report) {
   return fmt::format("{} threads{}", threads, report.compile_processes ? ", each with a compile process" : "");
@@ -369,7 +374,7 @@ void print_sweep_json(const SweepReport& report, const SweepSummary& summary) {
   out["wall_seconds"] = report.wall_s;
   out["nvrtc_runs"] = report.nvrtc_runs;
   out["binaries_reused"] = report.binaries_reused;
-  out["prologue_parts"] = {{"compiled", report.prologue_parts_compiled}, {"reused", report.prologue_parts_reused}};
+  out["prologue_parts"] = prologue_parts_json(report);
   out["worker_replacements"] = report.worker_replacements;
   out["cutoff_factor"] = summary.cutoff_factor;
   out["cut_after"] = summary.cut_after;
@@ -508,7 +513,7 @@ void print_compile_json(const SweepReport& report, const CompileSummaryContext& 
                    {"spilling", totals.spilling},
                    {"nvrtc_runs", report.nvrtc_runs},
                    {"reused", report.binaries_reused},
-                   {"prologue_parts", {{"compiled", report.prologue_parts_compiled}, {"reused", report.prologue_parts_reused}}},
+                   {"prologue_parts", prologue_parts_json(report)},
                    {"shared_binaries", sweep_totals(report).shared_binaries},
                    {"database", context.database.string()},
                    {"threads", report.compile_threads},

@@ -339,8 +339,7 @@ BinaryKey Compiler::key(const ContentHasher& after_source, const CompileRequest&
 }
 
 CompileResult Compiler::compile(const CompileRequest& request) const {
-  if (!request.prologue_part) return compile_program(request);
-  return compile_apart(request, [this](const CompileRequest& part) { return compile_program(part); });
+  return compile(request, [this](const CompileRequest& program) { return compile_program(program); });
 }
 
 CompileResult Compiler::compile(const CompileRequest& request, const ProgramCompile& program) const {

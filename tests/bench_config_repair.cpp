@@ -1,7 +1,8 @@
 // Host time of the dispatcher's choice at a shape nobody tuned: the repair of
 // one borrowed config, the whole choice (neighbours repaired, binary key),
-// the stand-ins' ranking with and without their binary keys, and the one pass that gives both (what a first call
-// at a new shape pays, against its 5 ms budget).
+// the stand-ins' ranking with and without their binary keys, and the one
+// pass that gives both (what a first call at a new shape pays, against its
+// 5 ms budget).
 //
 // Method: the flagship space; a database holding the H200's best configs at
 // S0-S4 (docs/performance/side_by_side.md, every one with FLOAT4, so odd R
