@@ -643,6 +643,18 @@ struct Dispatcher::Impl {
         if (!record || record->cubin.empty()) continue;
         auto slot = std::make_unique<KernelSlot>(
             LoadedEntry(std::string(record->cubin.begin(), record->cubin.end()), space->kernel().entry));
+        // The prologue's entry too, so that a first use whose prologue runs
+        // looks nothing up (measured on the H200: 46 us of load time left on
+        // the caller's thread without this).  A binary compiled without it
+        // (its config never runs the prologue) keeps the lazy lookup, and the
+        // failed lookup's error is cleared from this thread.
+        if (space->prologue()) {
+          try {
+            slot->prologue.emplace(slot->main, space->prologue()->kernel.entry);
+          } catch (const CudaError&) {
+            (void)cudaGetLastError();
+          }
+        }
         std::lock_guard slow(slow_mutex);
         if (kernels.emplace(key, std::move(slot)).second) {
           ++binaries_loaded;
