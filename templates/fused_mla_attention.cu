@@ -27,6 +27,9 @@
 //   tf32x3_wgmma tf32x3_2k's two kernels, its attention on Hopper's
 //             warpgroup MMA (wgmma, sm_90a only): a warpgroup per 64 query
 //             rows; see mla_wgmma.cuh.
+//   tf32x3_wgmma_ws tf32x3_wgmma's attention, warp-specialized: one more
+//             warpgroup stages and splits the K/V tiles into a ring of two
+//             buffers while the others run the MMAs; see mla_wgmma_ws.cuh.
 //
 // Work map: a block owns QUERIES_PER_BLOCK consecutive positions of one batch
 // and HEADS_PER_BLOCK consecutive heads; THREADS_PER_QUERY lanes (a power of
@@ -61,6 +64,7 @@
 #endif
 #if !defined(ALGORITHM) || !defined(ALGORITHM_expanded) || !defined(ALGORITHM_tf32x3) || \
     !defined(ALGORITHM_tf32x3_2k) || !defined(ALGORITHM_tf32x3_kvgemm) || !defined(ALGORITHM_tf32x3_wgmma) || \
+    !defined(ALGORITHM_tf32x3_wgmma_ws) || \
     !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
@@ -88,13 +92,15 @@ constexpr bool kExpanded = ALGORITHM == ALGORITHM_expanded;
 // attention (mla_wgmma.cuh).
 constexpr bool kKvGemm = ALGORITHM == ALGORITHM_tf32x3_kvgemm;
 constexpr bool kWgmma = ALGORITHM == ALGORITHM_tf32x3_wgmma;
-constexpr bool kGemmPrologue = kKvGemm || kWgmma;
+constexpr bool kWgmmaWs = ALGORITHM == ALGORITHM_tf32x3_wgmma_ws;
+constexpr bool kGemmPrologue = kKvGemm || kWgmma || kWgmmaWs;
 constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k || kGemmPrologue;
 constexpr bool kTc = ALGORITHM == ALGORITHM_tf32x3 || k2k;
 constexpr int kTpq = THREADS_PER_QUERY;
 constexpr int kQpb = QUERIES_PER_BLOCK;
 constexpr int kHpb = HEADS_PER_BLOCK;
-constexpr int kThreads = kTpq * kQpb * kHpb;
+// (tf32x3_wgmma_ws: one more warpgroup, the producer; see mla_wgmma_ws.cuh.)
+constexpr int kThreads = kTpq * kQpb * kHpb + (ALGORITHM == ALGORITHM_tf32x3_wgmma_ws ? 128 : 0);
 constexpr bool kStage = STAGE_LATENT != 0;
 constexpr int kKeyTile = KEY_TILE;
 constexpr int kVec = FLOAT4 ? 4 : 1;  // floats per load
@@ -149,9 +155,11 @@ constexpr int kKvTileFloats = k2k   ? kHpb * (4 * kKeyTile + kQpb) * kKs
 // rows of kWsPad floats (see kWs below).
 constexpr int kWsPad = kDp % 16 == 0 ? kDp + 8 : kDp;
 constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0;
-// (tf32x3_wgmma: per head, Q, K and V^T tiles, each as TF32 hi and lo parts.)
-constexpr unsigned kSmemBytes = kWgmma ? 4u * kHpb * 2 * kDp * (kQpb + 2 * kKeyTile)
-                                       : 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
+// (tf32x3_wgmma: per head, Q, K and V^T tiles, each as TF32 hi and lo parts;
+// tf32x3_wgmma_ws: Q hi and lo, then two buffers of K and V^T hi and lo.)
+constexpr unsigned kSmemBytes = kWgmma     ? 4u * kHpb * 2 * kDp * (kQpb + 2 * kKeyTile)
+                                : kWgmmaWs ? 4u * kDp * (2 * kQpb + 8 * kKeyTile)
+                                           : 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
 // fused_mla_expand_kv of tf32x3_kvgemm and tf32x3_wgmma is a GEMM of its own, [B*T, R] latent
 // rows times [R, H*D] weights, in blocks of kXThreads threads that own
 // kXRows latent rows (KEY_TILE) and kXCols columns of one head (16 x 32,
@@ -1332,6 +1340,7 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 }  // namespace mla
 
 #include "mla_wgmma.cuh"
+#include "mla_wgmma_ws.cuh"
 #include "mla_wgmma_expand.cuh"
 #include "mla_fma_expand.cuh"
 #include "mla_fma_cluster.cuh"
@@ -1356,7 +1365,8 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 // prologue part with MLATUNE_PART_PROLOGUE, which leaves the main kernel out;
 // each kernel's code is the same as in a compile of both.
 #ifndef MLATUNE_PART_MAIN
-#if EXPAND_GEMM == EXPAND_GEMM_fma_cluster && (ALGORITHM == ALGORITHM_tf32x3_kvgemm || ALGORITHM == ALGORITHM_tf32x3_wgmma)
+#if EXPAND_GEMM == EXPAND_GEMM_fma_cluster && \
+    (ALGORITHM == ALGORITHM_tf32x3_kvgemm || ALGORITHM == ALGORITHM_tf32x3_wgmma || ALGORITHM == ALGORITHM_tf32x3_wgmma_ws)
 #define MLA_EXPAND_CLUSTER __cluster_dims__(MLA_FMA_CLUSTER_SPLIT, 1, 1)
 #else
 #define MLA_EXPAND_CLUSTER
@@ -1469,6 +1479,8 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
 
   if constexpr (kWgmma) {
     wgmma_attention(q, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem, dims);
+  } else if constexpr (kWgmmaWs) {
+    wgmma_ws_attention(q, out, kv_ws, T, scale, b, t0, hg, s_end, tid, smem, dims);
   } else if constexpr (kTc) {
     tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem,
            dims);

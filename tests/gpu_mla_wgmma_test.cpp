@@ -1,5 +1,5 @@
-// tf32x3_wgmma end to end on an sm_90 GPU (label gpu; skips elsewhere): a
-// covering sample of its configs at S0-S4 and odd shapes, compiled for
+// tf32x3_wgmma and tf32x3_wgmma_ws end to end on an sm_90 GPU (label gpu;
+// skips elsewhere): a covering sample of each one's configs at S0-S4 and odd shapes, compiled for
 // sm_90a and validated through the isolated worker against the float64
 // reference (relative L2 <= 1e-5, no NaN, guards and inputs intact), with
 // its prologue (fused_mla_expand_kv) before it.  Prints one line per config
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,7 +29,9 @@ namespace {
 
 const std::filesystem::path& space_file = flagship_space_file;
 
-class MlaWgmmaGpu : public ::testing::TestWithParam<NamedShape> {};
+// (algorithm, shape)
+using WgmmaParam = std::tuple<const char*, NamedShape>;
+class MlaWgmmaGpu : public ::testing::TestWithParam<WgmmaParam> {};
 
 TEST_P(MlaWgmmaGpu, SampledConfigsMatchTheFloat64Reference) {
   Worker worker(worker_options());
@@ -36,12 +39,14 @@ TEST_P(MlaWgmmaGpu, SampledConfigsMatchTheFloat64Reference) {
   if (!device.usable) GTEST_SKIP() << "no GPU: " << device.reason;
   if (device.device.arch() != "sm_90") GTEST_SKIP() << "wgmma needs sm_90 (sm_90a code); this GPU is "
                                                     << device.device.arch();
+  const std::string algorithm = std::get<0>(GetParam());
+  const NamedShape named = std::get<1>(GetParam());
   const SearchSpace space = SearchSpace::load(space_file);
-  const SearchSpace wgmma = space.restrict({"ALGORITHM == tf32x3_wgmma"});
-  const Shape shape = space.parse_shape(GetParam().text);
+  const SearchSpace wgmma = space.restrict({"ALGORITHM == " + algorithm});
+  const Shape shape = space.parse_shape(named.text);
   std::mt19937_64 rng(20261215);
   const std::vector<Config> configs = covering_sample(wgmma, shape, 12, rng);
-  ASSERT_FALSE(configs.empty()) << "no tf32x3_wgmma config at " << GetParam().text;
+  ASSERT_FALSE(configs.empty()) << "no " << algorithm << " config at " << named.text;
 
   WorkloadRequest request;
   request.space_file = space_file;
@@ -70,7 +75,7 @@ TEST_P(MlaWgmmaGpu, SampledConfigsMatchTheFloat64Reference) {
         << text << ": no prologue planned; the space's prologue `when:` must be ALGORITHM >= tf32x3_2k";
     const EvaluationResult e = worker.evaluate(make_candidate(plan, text, result.binary().cubin));
     const bool has = e.validation.has_value();
-    fmt::print("{} {}: {} rel L2 {:.3g} max abs {:.3g} nonfinite {} median {:.1f} us {}\n", GetParam().name, text,
+    fmt::print("{} {}: {} rel L2 {:.3g} max abs {:.3g} nonfinite {} median {:.1f} us {}\n", named.name, text,
                to_string(e.outcome), has ? e.validation->relative_l2 : -1.0, has ? e.validation->max_abs : -1.0,
                has ? e.validation->nonfinite : 0, e.timing ? e.timing->median_us : -1.0, e.reason);
     EXPECT_EQ(e.outcome, Outcome::ok) << text << ": " << e.reason;
@@ -80,17 +85,21 @@ TEST_P(MlaWgmmaGpu, SampledConfigsMatchTheFloat64Reference) {
     worst = std::max(worst, e.validation->relative_l2);
     ++ok;
   }
-  fmt::print("{} {}: {} of {} tf32x3_wgmma configs ok, worst relative L2 {:.3g}\n", GetParam().name,
-             GetParam().text, ok, configs.size(), worst);
+  fmt::print("{} {}: {} of {} {} configs ok, worst relative L2 {:.3g}\n", named.name, named.text, ok,
+             configs.size(), algorithm, worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlaWgmmaGpu,
-    ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
-                                         {"X2_oddT_R30", "B=3,T=129,H=12,D=20,R=30"},
-                                         {"X5_issue", "B=2,T=333,H=8,D=64,R=100"},
-                                         {"D100_R77", "B=1,T=500,H=4,D=100,R=77"}})),
-    shape_name);
+    ::testing::Combine(::testing::Values("tf32x3_wgmma", "tf32x3_wgmma_ws"),
+                       ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
+                                                             {"X2_oddT_R30", "B=3,T=129,H=12,D=20,R=30"},
+                                                             {"X5_issue", "B=2,T=333,H=8,D=64,R=100"},
+                                                             {"D100_R77", "B=1,T=500,H=4,D=100,R=77"},
+                                                             {"T1", "B=3,T=1,H=2,D=64,R=40"}}))),
+    [](const ::testing::TestParamInfo<WgmmaParam>& info) {
+      return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name;
+    });
 
 }  // namespace
 }  // namespace mlatune

@@ -1,5 +1,6 @@
-// tf32x3_wgmma compiles everywhere the space says it is valid, for sm_90a
-// (the only target with wgmma), with no spills, and its PTX holds wgmma:
+// tf32x3_wgmma and tf32x3_wgmma_ws compile everywhere the space says they
+// are valid, for sm_90a (the only target with wgmma), with no spills, and
+// their PTX holds wgmma (and, warp-specialized, the named-barrier hand-off):
 // every valid config at S0-S4, three odd shapes and the largest D bucket,
 // with FLOAT4 and STAGE_WEIGHTS off and the mma.sync expansion (they change
 // only the prologue, which MlaTemplates compiles for every config at S0 and
@@ -11,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -27,16 +29,20 @@ namespace {
 
 const std::filesystem::path& space_file = flagship_space_file;
 
-SearchSpace wgmma_space() {
+SearchSpace wgmma_space(const std::string& algorithm = "tf32x3_wgmma") {
   return SearchSpace::load(space_file)
-      .restrict({"ALGORITHM == tf32x3_wgmma", "!FLOAT4", "!STAGE_WEIGHTS", "EXPAND_GEMM == mma_sync"});
+      .restrict({"ALGORITHM == " + algorithm, "!FLOAT4", "!STAGE_WEIGHTS", "EXPAND_GEMM == mma_sync"});
 }
 
-class MlaWgmmaTemplates : public ::testing::TestWithParam<NamedShape> {};
+// (algorithm, shape)
+using WgmmaParam = std::tuple<const char*, NamedShape>;
+class MlaWgmmaTemplates : public ::testing::TestWithParam<WgmmaParam> {};
 
 TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
-  const SearchSpace space = wgmma_space();
-  const Shape shape = space.parse_shape(GetParam().text);
+  const std::string algorithm = std::get<0>(GetParam());
+  const NamedShape named = std::get<1>(GetParam());
+  const SearchSpace space = wgmma_space(algorithm);
+  const Shape shape = space.parse_shape(named.text);
   Compiler compiler;
   CompilePool pool(compiler);
   std::vector<std::pair<std::string, std::shared_future<CompileResult>>> jobs;
@@ -46,7 +52,7 @@ TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
     jobs.emplace_back(space.config_string(config), pool.submit(requests.back()));
     return true;
   });
-  ASSERT_FALSE(jobs.empty()) << "no tf32x3_wgmma config is valid at " << GetParam().text;
+  ASSERT_FALSE(jobs.empty()) << "no " << algorithm << " config is valid at " << named.text;
   int failures = 0, spills = 0, serialized = 0;
   for (auto& [config, future] : jobs) {
     const CompileResult& result = future.get();
@@ -64,8 +70,8 @@ TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
       fmt::print("    wgmma serialized (C7520)\n");
     }
   }
-  fmt::print("{} {}: {} tf32x3_wgmma configs for sm_90a, {} failed, {} spill, {} serialized\n",
-             GetParam().name, GetParam().text, jobs.size(), failures, spills, serialized);
+  fmt::print("{} {}: {} {} configs for sm_90a, {} failed, {} spill, {} serialized\n", named.name, named.text,
+             jobs.size(), algorithm, failures, spills, serialized);
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(spills, 0);
 
@@ -73,18 +79,76 @@ TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
   // product are wgmma, and nothing falls back to mma.sync.
   const std::string ptx = ptx_of(requests.front());
   const std::size_t wgmma = count_of(ptx, "wgmma.mma_async");
-  fmt::print("{}: {} wgmma.mma_async and {} mma.sync in the PTX of {}\n", GetParam().name, wgmma,
+  fmt::print("{}: {} wgmma.mma_async and {} mma.sync in the PTX of {}\n", named.name, wgmma,
              count_of(ptx, "mma.sync"), jobs.front().first);
   EXPECT_GE(wgmma, 6u);
   EXPECT_EQ(count_of(ptx, "wgmma.mma_async.sync.aligned.m64n"), wgmma);
+  if (algorithm == "tf32x3_wgmma_ws") {
+    // The producer's arrivals and the consumers' waits on the ring's named
+    // barriers (ids 1-4; 0 is __syncthreads), and no serialized wgmma.
+    EXPECT_GE(count_of(ptx, "bar.arrive"), 2u) << "no named-barrier arrival in the PTX";
+    EXPECT_EQ(serialized, 0);
+  }
+}
+
+std::string wgmma_param_name(const ::testing::TestParamInfo<WgmmaParam>& info) {
+  return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlaWgmmaTemplates,
-    ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
-                                         {"X4_D100", "B=2,T=333,H=8,D=100,R=64"},
-                                         {"D256", "B=1,T=300,H=3,D=256,R=129"}})),
-    shape_name);
+    ::testing::Combine(::testing::Values("tf32x3_wgmma"),
+                       ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
+                                                             {"X4_D100", "B=2,T=333,H=8,D=100,R=64"},
+                                                             {"D256", "B=1,T=300,H=3,D=256,R=129"}}))),
+    wgmma_param_name);
+// tf32x3_wgmma_ws's two K/V buffers do not fit 227 KB at D 256 (see
+// MlaWgmmaWsSpace below).
+INSTANTIATE_TEST_SUITE_P(
+    WarpSpecialized, MlaWgmmaTemplates,
+    ::testing::Combine(::testing::Values("tf32x3_wgmma_ws"),
+                       ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
+                                                             {"X4_D100", "B=2,T=333,H=8,D=100,R=64"},
+                                                             {"D128_T1", "B=3,T=1,H=2,D=128,R=40"}}))),
+    wgmma_param_name);
+
+// A parameter's numeric value in a config.
+std::int64_t value_of(const SearchSpace& space, const Config& config, const std::string& name) {
+  const std::vector<Parameter>& parameters = space.parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    if (parameters[i].name == name) return parameters[i].numeric[config.choice[i]];
+  ADD_FAILURE() << "no parameter " << name;
+  return -1;
+}
+
+// Where the space admits tf32x3_wgmma_ws: whole consumer warpgroups of one
+// head, and Q plus two K/V buffers within 227 KB, so none at D 256 (4 bytes
+// x 256 x (2 x 64 + 8 x 16) floats is 256 KiB at the smallest tiles); its
+// block is tf32x3_wgmma's plus the producer's 128 threads.
+TEST(MlaWgmmaWsSpace, ValidWhereItsRingFitsAndTheBlockHasAProducer) {
+  const SearchSpace ws = SearchSpace::load(space_file).restrict({"ALGORITHM == tf32x3_wgmma_ws"});
+  std::size_t at_d256 = 0, at_s2 = 0;
+  ws.for_each_valid(ws.parse_shape("B=1,T=300,H=3,D=256,R=129"), [&](const Config&) {
+    ++at_d256;
+    return true;
+  });
+  const Shape s2 = ws.parse_shape("B=4,T=1024,H=16,D=64,R=128");
+  ws.for_each_valid(s2, [&](const Config& config) {
+    ++at_s2;
+    const std::string text = ws.config_string(config);
+    const std::int64_t qpb = value_of(ws, config, "QUERIES_PER_BLOCK");
+    EXPECT_EQ(value_of(ws, config, "HEADS_PER_BLOCK"), 1) << text;
+    EXPECT_EQ(qpb % 64, 0) << text;
+    const LaunchGeometry g = ws.geometry(config, s2);
+    EXPECT_TRUE(g.valid()) << text << ": " << g.invalid_reason;
+    EXPECT_EQ(g.block[0], 2 * qpb + 128) << text;
+    EXPECT_LE(g.shared_bytes, 232448) << text;
+    EXPECT_TRUE(ws.prologue_runs(config, s2)) << text;
+    return true;
+  });
+  EXPECT_EQ(at_d256, 0u);
+  EXPECT_GE(at_s2, 8u);
+}
 
 // The space's `requires:` makes a tf32x3_wgmma config compile for sm_90a
 // even when sm_90 is asked for.  Below that, the template's own guard: for
