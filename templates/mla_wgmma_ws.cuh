@@ -121,7 +121,7 @@ __device__ __forceinline__ void ws_consume(const float* smem, float* out, int T,
   const float* qlo = qhi + kWgQFloats;
   const float* ring = smem + 2 * kWgQFloats;
   const float lscale = scale * 1.4426950408889634f;  // logits in log2 units (softmax by ex2)
-  const int last_key = min(wrow0 + kWgRows, T) - 1;   // < wrow0 when the warpgroup has no row
+  const int last_key = wrow0 < T ? min(wrow0 + kWgRows, T) - 1 : -1;  // its rows' last key; -1: no row
   const int ntiles = (s_end + kKeyTile - 1) / kKeyTile;
 
   float o[kDp / 2];
@@ -138,6 +138,10 @@ __device__ __forceinline__ void ws_consume(const float* smem, float* out, int T,
     const float* vhi = klo + kWgKFloats;
     const float* vlo = vhi + kWgKFloats;
     ws_wait(kWsFull + buf);
+    // The tile as wgmma_attention's loop runs it (mla_wgmma.cuh), kept apart:
+    // moving that loop's body into a function shared with this one changed
+    // the PTX of 14 of the 44 shipped tf32x3_wgmma entries (NVVM schedules
+    // it differently), which would have to be measured again on an H200.
     if (s0 <= last_key) {  // uniform over the warpgroup
       float s[kKeyTile / 2];
 #pragma unroll
