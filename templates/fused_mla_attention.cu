@@ -1430,8 +1430,9 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
 
 #ifndef MLATUNE_PART_PROLOGUE
 // Launch: grid [ceil(T / QUERIES_PER_BLOCK) * (H / HEADS_PER_BLOCK) * B],
-// block [THREADS_PER_QUERY * QUERIES_PER_BLOCK * HEADS_PER_BLOCK], dynamic
-// shared memory mla::kSmemBytes; anything else traps.  kv_ws is read by
+// block [mla::kThreads: THREADS_PER_QUERY * QUERIES_PER_BLOCK *
+// HEADS_PER_BLOCK, plus 128 for tf32x3_wgmma_ws's producer], dynamic shared
+// memory mla::kSmemBytes; anything else traps.  kv_ws is read by
 // tf32x3_2k only (written by fused_mla_expand_kv just before); the other
 // algorithms get a null pointer.
 extern "C" __global__ void __launch_bounds__(mla::kThreads, 1)
