@@ -1,8 +1,9 @@
 // tf32x3_wgmma and tf32x3_wgmma_ws end to end on an sm_90 GPU (label gpu;
-// skips elsewhere): a covering sample of each one's configs at S0-S4 and odd shapes, compiled for
-// sm_90a and validated through the isolated worker against the float64
-// reference (relative L2 <= 1e-5, no NaN, guards and inputs intact), with
-// its prologue (fused_mla_expand_kv) before it.  Prints one line per config
+// skips elsewhere): a covering sample of each one's configs at S0-S4, odd
+// shapes and T = 1, compiled for sm_90a and validated through the isolated
+// worker against the float64 reference (relative L2 <= 1e-5, no NaN, guards
+// and inputs intact), with its prologue (fused_mla_expand_kv) before it.
+// Prints one line per config
 // (outcome, relative L2, max abs error, median time) so that one run says
 // which tile shapes fail and how.
 #include <gtest/gtest.h>
