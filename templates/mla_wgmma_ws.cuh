@@ -17,8 +17,9 @@
 //                      (as tf32x3_wgmma); arrive at "empty" once its wgmma
 //                      have read the buffer.
 // The loads of tile i are in flight while the producer waits for a buffer,
-// and the consumers of several warpgroups share one staged tile (each tile
-// is split once per block, not once per 64 query rows).
+// and the split of tile i + 1 runs while the consumers compute on tile i;
+// as in tf32x3_wgmma, every consumer warpgroup of the block reads the same
+// staged tile.
 //
 // Hand-off: named barriers (bar.sync / bar.arrive with the block's thread
 // count), "full" and "empty" per buffer.  A barrier's arrivals are ordered
