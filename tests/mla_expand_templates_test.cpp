@@ -1,5 +1,5 @@
-// The expansion GEMMs of tf32x3_kvgemm and tf32x3_wgmma (EXPAND_GEMM
-// wgmma_m64, wgmma_m128, fma and fma_cluster) compile where the space says
+// The expansion GEMMs of tf32x3_kvgemm, tf32x3_wgmma and tf32x3_wgmma_ws
+// (EXPAND_GEMM wgmma_m64, wgmma_m128, fma and fma_cluster) compile where the space says
 // they are valid, for sm_90a where they use wgmma, with no spills in either
 // kernel and no serialized wgmma, and each one's prologue is what it
 // claims: wgmma of the tile's width for wgmma_*, no tensor-core instruction
@@ -69,8 +69,9 @@ TEST_P(MlaExpandTemplates, EveryExpansionCompilesWithoutSpillsAndIsWhatItClaims)
     // wgmma (in the prologue or the attention) needs sm_90a; fma and
     // fma_cluster under the mma.sync attention run on any sm_90 and later GPU.
     const std::string& expand_name = expand_names[std::get<0>(key)];
+    const std::string& algorithm_name = space.parameters()[algorithm].text[std::get<2>(key)];
     const bool needs_wgmma = (expand_name != "fma" && expand_name != "fma_cluster") ||
-                             space.parameters()[algorithm].text[std::get<2>(key)] == "tf32x3_wgmma";
+                             algorithm_name == "tf32x3_wgmma" || algorithm_name == "tf32x3_wgmma_ws";
     EXPECT_EQ(request.arch, needs_wgmma ? "sm_90a" : "sm_90") << space.config_string(config);
     jobs.push_back(Job{space.config_string(config), expand_names[std::get<0>(key)], request, {}});
     jobs.back().result = pool.submit(jobs.back().request);
