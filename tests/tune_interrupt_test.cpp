@@ -28,6 +28,7 @@
 
 #include "cache/store.h"
 #include "core/space.h"
+#include "tuner/replay.h"
 #include "tests/run_program.h"
 
 namespace mlatune {
@@ -41,10 +42,11 @@ const fs::path space_file = fs::path(MLATUNE_TEST_DATA_DIR).parent_path() / "sea
 const fs::path fixture = fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps_2026-12.csv.gz";
 const char* const s0 = "B=2,T=32,H=4,D=16,R=24";  // 1762 configs: about 400 kB of progress
 
-/// The valid configs at S0, all of them in the fixture (replay refuses
-/// anything less).
+/// The valid configs at S0 of the space restricted as the fixture's "# where:"
+/// lines say, all of them in the fixture (replay refuses anything less).
 long s0_configs() {
-  const SearchSpace space = SearchSpace::load(space_file);
+  const SearchSpace whole = SearchSpace::load(space_file);
+  const SearchSpace space = whole.restrict(ReplayData::load(fixture, whole).restriction());
   return static_cast<long>(space.count(space.parse_shape(s0)));
 }
 
