@@ -139,11 +139,13 @@ int mlatune_first_use_ns(const mlatune_dispatcher* dispatcher, unsigned long lon
 int mlatune_set_compile_mode(mlatune_dispatcher* dispatcher, int mode) {
   return guarded([&] {
     require(dispatcher != nullptr, "mlatune_set_compile_mode: dispatcher is NULL");
-    if (mode != MLATUNE_COMPILE_BACKGROUND && mode != MLATUNE_COMPILE_BLOCKING)
-      throw mlatune::InputError(fmt::format("mlatune_set_compile_mode: mode {}; expected "
-                                            "MLATUNE_COMPILE_BACKGROUND (0) or MLATUNE_COMPILE_BLOCKING (1)", mode));
-    dispatcher->dispatcher->set_compile_mode(mode == MLATUNE_COMPILE_BLOCKING ? mlatune::CompileMode::blocking
-                                                                              : mlatune::CompileMode::background);
+    if (mode != MLATUNE_COMPILE_BACKGROUND && mode != MLATUNE_COMPILE_BLOCKING && mode != MLATUNE_COMPILE_NONBLOCKING)
+      throw mlatune::InputError(fmt::format("mlatune_set_compile_mode: mode {}; expected MLATUNE_COMPILE_BACKGROUND "
+                                            "(0), MLATUNE_COMPILE_BLOCKING (1) or MLATUNE_COMPILE_NONBLOCKING (2)",
+                                            mode));
+    dispatcher->dispatcher->set_compile_mode(mode == MLATUNE_COMPILE_BLOCKING      ? mlatune::CompileMode::blocking
+                                             : mode == MLATUNE_COMPILE_NONBLOCKING ? mlatune::CompileMode::nonblocking
+                                                                                   : mlatune::CompileMode::background);
   });
 }
 

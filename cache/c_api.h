@@ -33,7 +33,8 @@ enum {
   MLATUNE_ENVIRONMENT = 2,      /* no GPU, unreadable database, a binary that cannot compile or load */
   MLATUNE_CUDA_ERROR = 3,       /* a CUDA runtime call failed (the launch itself) */
   MLATUNE_BUFFER_TOO_SMALL = 4, /* a text did not fit the caller's buffer (still NUL-terminated) */
-  MLATUNE_INTERNAL = 5          /* anything else */
+  MLATUNE_INTERNAL = 5,         /* anything else */
+  MLATUNE_NOT_READY = 6         /* MLATUNE_COMPILE_NONBLOCKING: nothing ran, no binary is ready yet (see below) */
 };
 
 /* Element types of buffers, as the space file names them. */
@@ -84,8 +85,13 @@ int mlatune_first_use_ns(const mlatune_dispatcher* dispatcher, unsigned long lon
  * chosen one compiles on a background thread, and switches to it once it is
  * loaded.  Only a shape with no ready binary at all compiles on the caller's
  * thread.  MLATUNE_COMPILE_BLOCKING makes every first launch compile its
- * chosen binary on the caller's thread instead. */
-enum { MLATUNE_COMPILE_BACKGROUND = 0, MLATUNE_COMPILE_BLOCKING = 1 };
+ * chosen binary on the caller's thread instead.  MLATUNE_COMPILE_NONBLOCKING
+ * never compiles on the caller's thread: where no binary at all is ready, the
+ * launch returns MLATUNE_NOT_READY at once, having launched nothing, and the
+ * binary compiles in the background; the shape's launches return it until a
+ * binary is ready (mlatune_wait_compiles waits for that).  Use it where the
+ * caller has another way to run the call (its own attention) meanwhile. */
+enum { MLATUNE_COMPILE_BACKGROUND = 0, MLATUNE_COMPILE_BLOCKING = 1, MLATUNE_COMPILE_NONBLOCKING = 2 };
 /* Sets the mode for shapes first launched from now on. */
 int mlatune_set_compile_mode(mlatune_dispatcher* dispatcher, int mode);
 /* Blocks until every background compile queued so far has finished and its

@@ -39,6 +39,9 @@ int guarded(Body&& body) noexcept {
   } catch (const InputError& e) {
     last_error() = e.what();
     return MLATUNE_INVALID_ARGUMENT;
+  } catch (const NotReadyError& e) {
+    last_error() = e.what();
+    return MLATUNE_NOT_READY;
   } catch (const CudaError& e) {
     last_error() = e.what();
     return MLATUNE_CUDA_ERROR;

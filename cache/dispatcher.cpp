@@ -104,6 +104,10 @@ struct Prepared {
   std::string background_error;
   std::string error;
   bool input_error = false;  // a malformed shape or none that a config can run (the caller's input)
+  /// CompileMode::nonblocking found no binary ready: `error` says so, a
+  /// launch throws NotReadyError, and the background compile (or race)
+  /// replaces this entry once a binary is ready (or with its failure).
+  bool not_ready = false;
 };
 
 /// A shape's entry in the table: the Prepared it runs now.  Published with a
@@ -331,7 +335,8 @@ struct Dispatcher::Impl {
   ShapeTable<ShapeSlot> prepared;  // every shape launched (or refused) so far
 
   std::atomic<std::uint64_t> shapes{0}, binaries_loaded{0}, binaries_from_store{0}, compiles{0},
-      binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0}, blocking_compiles{0},
+      binaries_stored{0}, misses_recorded{0}, misses_unrecorded{0}, blocking_compiles{0}, not_ready_shapes{0},
+      not_ready_launches{0},
       background_compiles{0}, background_failures{0}, stand_in_shapes{0}, switches{0}, races_started{0},
       races_settled{0}, race_launches{0}, binaries_preloaded{0}, preload_failures{0};
   std::atomic<std::uint64_t> choose_ns{0}, store_read_ns{0}, load_ns{0}, ready_ns{0}, miss_ns{0}, rank_ns{0},
@@ -400,9 +405,12 @@ struct Dispatcher::Impl {
     Prepared made;
     std::optional<Shape> shape = checked_shape(values, made);
     if (shape) prepare(*shape, made);
-    const bool stand_in = made.stand_in && made.background_error.empty();
-    const bool race = options.race.enabled() && made.error.empty() && made.target.ok() &&
+    // A shape not ready compiles in the background as a stand-in's choice
+    // does (or races, which readies its choice too).
+    const bool stand_in = (made.stand_in && made.background_error.empty()) || made.not_ready;
+    const bool race = options.race.enabled() && (made.error.empty() || made.not_ready) && made.target.ok() &&
                       made.target.reason != ChoiceReason::hit;
+    if (made.not_ready) ++not_ready_shapes;
     const Prepared& result = prepared.insert(values, ShapeSlot(keep(std::move(made)))).value.get();
     ++shapes;
     if (race) {
@@ -462,12 +470,25 @@ struct Dispatcher::Impl {
     if (!plan) return;
     try {
       if (KernelSlot* slot = ready_slot(p.target)) return ready_kernels(*slot, *plan, p.target, shape, p);
-      if (mode.load() == CompileMode::background && run_stand_in(shape, p)) return;
+      const CompileMode now = mode.load();
+      if (now != CompileMode::blocking && run_stand_in(shape, p)) return;
+      if (now == CompileMode::nonblocking) return not_ready(shape, p);
       ++blocking_compiles;
       ready_kernels(install(p.target, compile(p.target, shape)), *plan, p.target, shape, p);
     } catch (const Error& e) {
       p.error = e.what();
     }
+  }
+
+  /// Marks p not ready (nonblocking mode, no binary ready); first_use then
+  /// queues its compile.
+  void not_ready(const Shape& shape, Prepared& p) const {
+    p.not_ready = true;
+    p.error = fmt::format("{} at {}: not ready: neither its binary nor any stand-in's is loaded or in the "
+                          "database, and the compile mode is nonblocking, so nothing ran; it compiles in the "
+                          "background (wait_compiles() waits for it): run this call another way meanwhile, or "
+                          "warm the range first (`mlatune cache warm`)",
+                          p.target.config_text, space->shape_string(shape));
   }
 
   /// The launch plan of `choice` at `shape`, or nullopt with p's input error
@@ -753,10 +774,18 @@ struct Dispatcher::Impl {
       if (const auto* entry = prepared.find(values)) keep_stand_in(*entry, error);
   }
 
-  /// Republishes the shape's stand-in with why its choice cannot take over.
+  /// Republishes the shape's stand-in with why its choice cannot take over;
+  /// a shape that was not ready (it has no stand-in) fails from then on with
+  /// that reason, as a blocking compile's failure would.
   void keep_stand_in(const ShapeTable<ShapeSlot>::Entry& entry, const std::string& why) {
     const Prepared& old = entry.value.get();
     Prepared kept = successor(old);
+    if (old.not_ready) {
+      kept.choice = old.choice;
+      kept.error = fmt::format("{}: its background compile failed: {}", old.target.config_text, why);
+      entry.value.current.store(keep(std::move(kept)), std::memory_order_release);
+      return;
+    }
     kept.launch = old.launch;
     kept.choice = old.choice;
     kept.stand_in = true;
@@ -810,6 +839,9 @@ struct Dispatcher::Impl {
       use_device_here();
     } catch (const Error& e) {  // no context on this thread: the shape keeps what it runs
       if (log) std::fprintf(stderr, "mlatune dispatch: race not run: %s\n", e.what());
+      std::lock_guard slow(slow_mutex);
+      if (const auto* entry = prepared.find(shape.values); entry && entry->value.get().not_ready)
+        keep_stand_in(*entry, e.what());  // not ready for ever otherwise
       return;
     }
     // slow_mutex is taken per candidate, not across them: a caller's first
@@ -890,7 +922,10 @@ struct Dispatcher::Impl {
     if (!entry) return;
     const Prepared& old = entry->value.get();
     if (runners.empty()) {
-      if (!target_error.empty() && old.stand_in) keep_stand_in(*entry, target_error);
+      if (old.not_ready)
+        keep_stand_in(*entry, target_error.empty() ? "no raced config could be readied" : target_error);
+      else if (!target_error.empty() && old.stand_in)
+        keep_stand_in(*entry, target_error);
       return;
     }
     Prepared next = successor(old);
@@ -1133,8 +1168,12 @@ struct Dispatcher::Impl {
     launch(&workspace_ns);
   }
 
-  [[noreturn]] static void fail(const Prepared& p) {
+  [[noreturn]] void fail(const Prepared& p) {
     if (p.input_error) throw InputError(p.error);
+    if (p.not_ready) {
+      ++not_ready_launches;
+      throw NotReadyError(p.error);
+    }
     throw EnvironmentError(p.error);
   }
 
@@ -1315,7 +1354,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(const std::filesystem::path& databa
 void Dispatcher::launch(std::span<const std::int64_t> shape, void** arguments, void* stream) {
   bool first = false;
   const Prepared& p = impl_->get(shape, first);
-  if (!p.launch.ready()) Impl::fail(p);
+  if (!p.launch.ready()) impl_->fail(p);
   if (first) [[unlikely]]
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
       impl_->launch_arguments(p.launch, arguments, stream, workspace_sum);
@@ -1330,7 +1369,7 @@ void Dispatcher::launch_buffers(std::span<const std::int64_t> shape, void* const
                                 std::size_t buffer_count, void* stream) {
   bool first = false;
   const Prepared& p = impl_->get(shape, first);
-  if (!p.launch.ready()) Impl::fail(p);
+  if (!p.launch.ready()) impl_->fail(p);
   if (buffer_count != p.launch.buffer_count)
     throw InputError(fmt::format("{} takes {} buffers; {} given", impl_->space->kernel_name(),
                                  p.launch.buffer_count, buffer_count));
@@ -1351,14 +1390,14 @@ void Dispatcher::launch_buffers_checked(std::span<const std::int64_t> shape, voi
   const Prepared& p = impl_->get(shape, first);
   // The caller's arguments are checked against the space first, whatever the
   // database holds for the shape: a malformed shape, then the buffers.
-  if (!p.shape_ok) Impl::fail(p);
+  if (!p.shape_ok) impl_->fail(p);
   if (buffer_bytes == nullptr) throw InputError("launch_buffers_checked: buffer_bytes is null");
   const std::span<const std::size_t> given(buffer_bytes, buffer_count);
   bool short_buffer = buffer_count != p.buffer_bytes.size();
   for (std::size_t i = 0; !short_buffer && i < buffer_count; ++i)
     short_buffer = given[i] < static_cast<std::uint64_t>(p.buffer_bytes[i]);
   if (short_buffer) impl_->signature->check_bytes(shape, p.buffer_bytes, given);  // throws, naming it
-  if (!p.launch.ready()) Impl::fail(p);
+  if (!p.launch.ready()) impl_->fail(p);
   if (first) [[unlikely]]
     return impl_->first_launch([&](std::atomic<std::uint64_t>* workspace_sum) {
       impl_->launch_prepared(p.launch, buffers, stream, workspace_sum);
@@ -1376,6 +1415,7 @@ DispatchDescription Dispatcher::describe(const Shape& shape) const {
     d.choice = p->target;
     if (p->stand_in) d.stand_in = p->choice;
     d.background_error = p->background_error;
+    d.not_ready = p->not_ready;
     if (p->race) {
       std::lock_guard lock(p->race->mutex);
       d.race = Impl::report(*p->race);
@@ -1391,6 +1431,7 @@ DispatchDescription Dispatcher::describe(const Shape& shape) const {
     d.text += fmt::format("; running stand-in {} {} {}", to_string(d.stand_in->reason), d.stand_in->config_text,
                           d.background_error.empty() ? "while the choice compiles in the background"
                                                      : "(the choice failed to compile: " + d.background_error + ")");
+  if (d.not_ready) d.text += "; not ready: nothing of it is compiled yet (nonblocking mode: it compiles in the background)";
   if (d.race) d.text += "; " + d.race->text();
   return d;
 }
@@ -1422,6 +1463,8 @@ DispatcherStats Dispatcher::stats() const {
   s.workspace_kept_bytes = impl_->workspace_pool ? impl_->workspace_pool->kept() : 0;
   s.workspace_mapped_bytes = impl_->workspace_pool ? impl_->workspace_pool->mapped() : 0;
   s.blocking_compiles = impl_->blocking_compiles;
+  s.not_ready_shapes = impl_->not_ready_shapes;
+  s.not_ready_launches = impl_->not_ready_launches;
   s.background_compiles = impl_->background_compiles;
   s.background_failures = impl_->background_failures;
   s.stand_in_shapes = impl_->stand_in_shapes;

@@ -18,7 +18,10 @@
 // atomically; a compile that fails leaves the stand-in in place (counted in
 // stats, said by describe()).  Only when no usable binary exists at all does
 // the caller's thread compile (a blocking compile), and always with
-// CompileMode::blocking.  Every later
+// CompileMode::blocking; CompileMode::nonblocking never compiles there: such
+// a launch throws NotReadyError at once (nothing is launched) while the
+// binary compiles in the background, so the caller can run the call another
+// way meanwhile.  Every later
 // launch of that shape (a cache hit) takes no lock and allocates nothing: a
 // look in the calling thread's memo of its last shapes, or else a lock-free
 // probe of the shape table (cache/shape_table.h), then cudaLaunchKernel.
@@ -57,15 +60,35 @@
 #include "cache/call_signature.h"
 #include "cache/dispatch_index.h"
 #include "cache/dispatch_race.h"
+#include "core/error.h"
 #include "core/space.h"
 
 namespace mlatune {
 
 /// background: a shape whose chosen binary is not ready runs a ready
-/// stand-in while the chosen one compiles on a background thread; blocking:
-/// the first launch compiles the chosen binary on the caller's thread (the
-/// best config from the first call, at the price of 0.1-2 s of NVRTC).
-enum class CompileMode { background, blocking };
+/// stand-in while the chosen one compiles on a background thread, and only
+/// a shape with no ready binary at all compiles on the caller's thread;
+/// blocking: the first launch compiles the chosen binary on the caller's
+/// thread (the best config from the first call, at the price of 0.1-2 s of
+/// NVRTC); nonblocking: as background, except that where no binary at all
+/// is ready the launch throws NotReadyError instead of compiling (the
+/// shape's launches keep throwing it until its background compile or race
+/// has a binary ready; wait_compiles() waits for that).
+///
+/// Why nonblocking is a mode the caller asks for rather than the default: a
+/// caller of background mode is promised that a launch that returns has
+/// run, so where nothing is compiled yet the only non-blocking answer, "run
+/// it another way", must be one the caller has said it can handle (a
+/// framework that falls back to its own attention, say).
+enum class CompileMode { background, blocking, nonblocking };
+
+/// A launch in CompileMode::nonblocking at a shape with no binary ready: no
+/// kernel ran; the shape's binary compiles in the background.  Retrying the
+/// launch later is how the caller learns it is ready.
+class NotReadyError : public EnvironmentError {
+ public:
+  using EnvironmentError::EnvironmentError;
+};
 
 struct DispatcherOptions {
   int device = 0;            // CUDA device ordinal the launches run on
@@ -125,6 +148,8 @@ struct DispatcherStats {
   std::uint64_t preload_failures = 0;    // stored binaries the preload could not read or load
   std::uint64_t compiles = 0;          // NVRTC compilations (absent binaries), both kinds
   std::uint64_t blocking_compiles = 0; // on a caller's thread (no stand-in, or blocking mode)
+  std::uint64_t not_ready_shapes = 0;  // shapes whose first launch threw NotReadyError (nonblocking mode)
+  std::uint64_t not_ready_launches = 0; // launches that threw NotReadyError, first ones included
   std::uint64_t background_compiles = 0;  // finished on the background thread
   std::uint64_t background_failures = 0;  // background compiles or loads that failed
   std::uint64_t stand_in_shapes = 0;   // shapes whose first launch ran a stand-in
@@ -179,6 +204,8 @@ struct DispatchDescription {
   /// compiling, or failed to: background_error).
   std::optional<Choice> stand_in;
   std::string background_error;
+  /// Set while the shape's launches throw NotReadyError (nonblocking mode).
+  bool not_ready = false;
   /// Set from the moment a race's candidates are ready (untuned shapes).
   std::optional<RaceReport> race;
   std::string shape_text;
@@ -207,7 +234,8 @@ class Dispatcher {
   /// Throws InputError when the shape does not have one positive value per
   /// shape variable or no config can run it, EnvironmentError
   /// when its binary cannot be compiled or loaded, CudaError when the launch
-  /// call fails.  Asynchronous like any launch.
+  /// call fails, NotReadyError (CompileMode::nonblocking only) when no
+  /// binary for the shape is ready yet.  Asynchronous like any launch.
   void launch(std::span<const std::int64_t> shape, void** arguments, void* stream);
   void launch(const Shape& shape, void** arguments, void* stream) {
     launch(std::span<const std::int64_t>(shape.values), arguments, stream);

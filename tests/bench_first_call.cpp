@@ -29,8 +29,13 @@
 //     default config and one sampled valid config recorded as tuned (times
 //     made up: they only steer the choice) at two shapes, then warmed over
 //     B=1..8;T=1..4096;H=8;D=64;R=128.
+//   - `--nonblocking=1` opens the dispatcher in CompileMode::nonblocking: a
+//     first call with no binary ready then throws NotReadyError (counted as
+//     not ready; its host time is the time to that answer) instead of
+//     compiling on the caller's thread.
 //   - At the end one summary line per group: shapes, median and max host
-//     ms, NVRTC compiles, and how many first calls took over 5 ms.
+//     ms, NVRTC compiles (all, and those on the caller's thread), not-ready
+//     answers, and how many first calls took over 5 ms.
 // Without a GPU the benchmark skips with the reason.
 #include <benchmark/benchmark.h>
 
@@ -76,6 +81,7 @@ struct Flags {
   std::string db, space = MLATUNE_SOURCE_DIR "/search_spaces/fused_mla_attention.yaml", range, outside_range;
   int inside = 8, outside = 8;
   std::uint64_t seed = 1;
+  bool nonblocking = false;
 };
 
 /// Takes this program's own --name=value flags out of argv (the rest is
@@ -97,6 +103,7 @@ Flags take_flags(int& argc, char** argv) {
     else if (auto v = value("inside")) flags.inside = std::stoi(*v);
     else if (auto v = value("outside")) flags.outside = std::stoi(*v);
     else if (auto v = value("seed")) flags.seed = std::stoull(*v);
+    else if (auto v = value("nonblocking")) flags.nonblocking = *v == "1";
     else argv[kept++] = argv[i];
   }
   argc = kept;
@@ -118,6 +125,8 @@ struct FirstCall {
   bool inside = false;
   double host_ms = 0;
   std::uint64_t compiles = 0;
+  std::uint64_t caller_compiles = 0;  // of compiles, on the caller's thread
+  bool not_ready = false;             // nonblocking mode answered NotReadyError
   Phases phases;
 };
 
@@ -137,6 +146,7 @@ struct Setup {
   std::unique_ptr<Dispatcher> dispatcher;
   std::unique_ptr<Stream> stream;
   std::string range_text;
+  bool nonblocking = false;
   std::set<Shape> launched;
   std::vector<FirstCall> calls;
 
@@ -221,7 +231,11 @@ void first_call(benchmark::State& state, Setup* s, Shape shape, bool inside) {
       MLATUNE_CUDA(cudaDeviceSynchronize());
       before = s->dispatcher->stats();
       auto start = std::chrono::steady_clock::now();
-      s->dispatcher->launch_buffers(shape, pointers.data(), pointers.size(), s->stream->get());
+      try {
+        s->dispatcher->launch_buffers(shape, pointers.data(), pointers.size(), s->stream->get());
+      } catch (const NotReadyError&) {
+        call.not_ready = true;
+      }
       auto stop = std::chrono::steady_clock::now();
       after = s->dispatcher->stats();
       s->stream->synchronize();
@@ -234,6 +248,7 @@ void first_call(benchmark::State& state, Setup* s, Shape shape, bool inside) {
     return;
   }
   call.compiles = after.compiles - before.compiles;
+  call.caller_compiles = after.blocking_compiles - before.blocking_compiles;
   call.phases = phase_delta(before, after);
   s->calls.push_back(call);
   state.counters["host_ms"] = call.host_ms;
@@ -249,6 +264,8 @@ void first_call(benchmark::State& state, Setup* s, Shape shape, bool inside) {
   state.counters["lock_wait_ms"] = call.phases.lock_wait;
   state.counters["rest_ms"] = call.phases.other(call.host_ms);
   state.counters["compiles"] = static_cast<double>(call.compiles);
+  state.counters["caller_compiles"] = static_cast<double>(call.caller_compiles);
+  state.counters["not_ready"] = call.not_ready ? 1 : 0;
   state.counters["from_store"] = static_cast<double>(after.binaries_from_store - before.binaries_from_store);
   state.counters["loaded"] = static_cast<double>(after.binaries_loaded - before.binaries_loaded);
   DispatchDescription d = s->dispatcher->describe(shape);
@@ -314,7 +331,10 @@ void prepare(Setup& s, const Flags& flags) {
                    : flags.db.empty()    ? std::string(own_warm_range)
                                          : warmed_range(db, *s.space, device.arch);
     const auto opening = std::chrono::steady_clock::now();
-    s.dispatcher = Dispatcher::open(db, flags.space);
+    DispatcherOptions options;
+    if (flags.nonblocking) options.compile = CompileMode::nonblocking;
+    s.nonblocking = flags.nonblocking;
+    s.dispatcher = Dispatcher::open(db, flags.space, options);
     fmt::print("Dispatcher::open: {:.3f} ms host\n",
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - opening).count());
     s.stream = std::make_unique<Stream>();
@@ -332,11 +352,13 @@ double median_of(std::vector<double> values) {
 void print_summary(const Setup& s) {
   for (bool inside : {true, false}) {
     std::vector<double> ms, choose, store_read, load, ready, miss, rank, queue, launch, workspace, lock_wait, other;
-    std::uint64_t compiles = 0;
+    std::uint64_t compiles = 0, caller_compiles = 0, not_ready = 0;
     for (const FirstCall& c : s.calls)
       if (c.inside == inside) {
         ms.push_back(c.host_ms);
         compiles += c.compiles;
+        caller_compiles += c.caller_compiles;
+        not_ready += c.not_ready;
         choose.push_back(c.phases.choose);
         store_read.push_back(c.phases.store_read);
         load.push_back(c.phases.load);
@@ -351,10 +373,12 @@ void print_summary(const Setup& s) {
       }
     if (ms.empty()) continue;
     auto slow = std::count_if(ms.begin(), ms.end(), [](double v) { return v > slow_first_call_ms; });
-    fmt::print("first_call summary: {} {}: {} shapes, host ms median {:.3f} max {:.3f}, NVRTC compiles {}, "
-               "over {} ms: {}\n",
-               inside ? "inside the warmed range" : "outside the warmed range", s.range_text, ms.size(),
-               median_of(ms), *std::max_element(ms.begin(), ms.end()), compiles, slow_first_call_ms, slow);
+    fmt::print("first_call summary: {} {}{}: {} shapes, host ms median {:.3f} max {:.3f}, NVRTC compiles {} "
+               "(on the caller's thread {}), not ready {}, over {} ms: {}\n",
+               inside ? "inside the warmed range" : "outside the warmed range", s.range_text,
+               s.nonblocking ? " (nonblocking mode)" : "", ms.size(), median_of(ms),
+               *std::max_element(ms.begin(), ms.end()), compiles, caller_compiles, not_ready, slow_first_call_ms,
+               slow);
     fmt::print("  phase medians (ms): choose {:.3f}, store read {:.3f}, module load {:.3f}, launch readying {:.3f}, "
                "miss record {:.3f}, stand-in ranking {:.3f}, background queueing {:.3f}, launch {:.3f} (of it "
                "workspaces {:.3f}), lock wait {:.3f}, the rest {:.3f}\n",

@@ -628,6 +628,76 @@ TEST_F(GpuStandInTest, WithNothingReadyTheCallerCompilesOnce) {
   EXPECT_EQ(dispatcher->stats().compiles, 1u);
 }
 
+// Nonblocking mode with nothing ready: the first launch throws NotReadyError
+// at once and launches nothing (the poisoned output stays NaN), later
+// launches keep throwing it until the background compile is done, then the
+// shape runs its choice with no NVRTC on the caller's thread.
+TEST_F(GpuStandInTest, NonblockingModeSaysNotReadyAndLaunchesNothingUntilTheChoiceIsCompiled) {
+  DispatcherOptions options = without_races();
+  options.compile = CompileMode::nonblocking;
+  std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file, options);
+  WorkloadOptions workload_options;
+  workload_options.seed = 61;
+  workload_options.validation_sets = 1;
+  Workload workload(*space_, shape(x), workload_options);
+  workload.poison_outputs();
+  workload.stream().synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(dispatcher->launch(shape(x), workload.arguments(0), workload.stream().get()), NotReadyError);
+  const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_THROW(dispatcher->launch(shape(x), workload.arguments(0), workload.stream().get()), NotReadyError);
+  const ValidationStats untouched = workload.compare(0);
+  EXPECT_EQ(untouched.nonfinite, untouched.elements) << "a launch that said not ready wrote the output";
+  EXPECT_TRUE(dispatcher->describe(shape(x)).not_ready || dispatcher->stats().background_compiles == 1u);
+  dispatcher->wait_compiles();
+  EXPECT_FALSE(dispatcher->describe(shape(x)).not_ready);
+  EXPECT_LE(launch_and_validate(*dispatcher, x, 62, nullptr), space_->tolerance().relative_l2);
+  const DispatcherStats stats = dispatcher->stats();
+  EXPECT_EQ(stats.blocking_compiles, 0u) << "the caller's thread compiled";
+  EXPECT_EQ(stats.background_compiles, 1u);
+  EXPECT_EQ(stats.not_ready_shapes, 1u);
+  EXPECT_EQ(stats.not_ready_launches, 2u);
+  EXPECT_EQ(stats.stand_in_shapes, 0u);
+  // NVRTC takes 0.1-2 s for this kernel; the not-ready answer took the choice and the ranking only.
+  EXPECT_LT(host_ms, 50.0);
+  std::printf("nonblocking mode, %s: not-ready answer in %.3f ms host\n", space_->shape_string(shape(x)).c_str(),
+              host_ms);
+}
+
+// The same through the C ABI with races on (the default): MLATUNE_NOT_READY,
+// then, once the race's candidates are ready, right results.
+TEST_F(GpuStandInTest, TheCAbiSaysNotReadyInNonblockingModeAndRacesOnceReady) {
+  mlatune_dispatcher* handle = nullptr;
+  ASSERT_EQ(mlatune_open(db_.c_str(), space_file.c_str(), &handle), MLATUNE_OK) << mlatune_last_error(nullptr);
+  EXPECT_EQ(mlatune_set_compile_mode(handle, 7), MLATUNE_INVALID_ARGUMENT);
+  ASSERT_EQ(mlatune_set_compile_mode(handle, MLATUNE_COMPILE_NONBLOCKING), MLATUNE_OK);
+  WorkloadOptions workload_options;
+  workload_options.seed = 63;
+  workload_options.validation_sets = 1;
+  Workload workload(*space_, shape(x), workload_options);
+  workload.poison_outputs();
+  workload.stream().synchronize();
+  void** args = workload.arguments(0);
+  auto ptr = [&](int i) { return *static_cast<float**>(args[i]); };
+  auto call = [&] {
+    return mlatune_fused_mla_attention(handle, ptr(0), ptr(1), ptr(2), ptr(3), ptr(4), x.B, x.T, x.H, x.D, x.R,
+                                       workload.stream().get());
+  };
+  ASSERT_EQ(call(), MLATUNE_NOT_READY) << mlatune_last_error(handle);
+  EXPECT_NE(std::string(mlatune_last_error(handle)).find("not ready"), std::string::npos) << mlatune_last_error(handle);
+  const ValidationStats untouched = workload.compare(0);
+  EXPECT_EQ(untouched.nonfinite, untouched.elements);
+  ASSERT_EQ(mlatune_wait_compiles(handle), MLATUNE_OK);
+  for (int i = 0; i < 20; ++i) {  // through the race and past it
+    workload.poison_outputs();
+    ASSERT_EQ(call(), MLATUNE_OK) << mlatune_last_error(handle);
+    const ValidationStats ran = workload.compare(0);
+    EXPECT_EQ(ran.nonfinite, 0u) << "launch " << i;
+    EXPECT_LE(ran.relative_l2, space_->tolerance().relative_l2) << "launch " << i;
+  }
+  mlatune_close(handle);
+}
+
 TEST_F(GpuStandInTest, UntunedShapesAreCountedInTheBackgroundAndNoneIsLostAtClose) {
   // Three first uses at untuned shapes (compiled on the caller's thread), then the
   // dispatcher destroyed at once: whether its background thread wrote them
