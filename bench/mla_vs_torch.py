@@ -618,7 +618,7 @@ def write_plot(rows: Sequence[Row], path: Path, title: str) -> None:
 # mlatune through its C ABI (cache/mla_c_api.h)
 
 STATUS_NAMES = {0: "OK", 1: "INVALID_ARGUMENT", 2: "ENVIRONMENT", 3: "CUDA_ERROR",
-                4: "BUFFER_TOO_SMALL", 5: "INTERNAL"}
+                4: "BUFFER_TOO_SMALL", 5: "INTERNAL", 6: "NOT_READY"}
 BUFFER_TOO_SMALL = 4
 
 

@@ -481,8 +481,15 @@ struct Dispatcher::Impl {
   }
 
   /// Marks p not ready (nonblocking mode, no binary ready); first_use then
-  /// queues its compile.
+  /// queues its compile.  A binary whose compile failed in this process
+  /// already is not tried again: the shape fails with that reason.  Under
+  /// slow_mutex.
   void not_ready(const Shape& shape, Prepared& p) const {
+    if (auto failed = failed_binaries.find(p.target.binary.hash); failed != failed_binaries.end()) {
+      p.error = fmt::format("{} at {}: its compile failed: {}", p.target.config_text, space->shape_string(shape),
+                            failed->second);
+      return;
+    }
     p.not_ready = true;
     p.error = fmt::format("{} at {}: not ready: neither its binary nor any stand-in's is loaded or in the "
                           "database, and the compile mode is nonblocking, so nothing ran; it compiles in the "
