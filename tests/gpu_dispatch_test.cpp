@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -490,13 +491,21 @@ class GpuStandInTest : public GpuDispatchTest {
 
   // Launches at `d` on fresh inputs (seed) and returns the relative L2 error;
   // *host_ms is the host time of the launch call.
-  double launch_and_validate(Dispatcher& dispatcher, const Dims& d, std::uint64_t seed, double* host_ms) {
+  // Fresh random inputs of seed `seed` at `d` (one validation set), outputs
+  // poisoned with NaN and the poisoning done.
+  std::unique_ptr<Workload> poisoned_workload(const Dims& d, std::uint64_t seed) {
     WorkloadOptions options;
     options.seed = seed;
     options.validation_sets = 1;
-    Workload workload(*space_, shape(d), options);
-    workload.poison_outputs();
-    workload.stream().synchronize();
+    auto workload = std::make_unique<Workload>(*space_, shape(d), options);
+    workload->poison_outputs();
+    workload->stream().synchronize();
+    return workload;
+  }
+
+  double launch_and_validate(Dispatcher& dispatcher, const Dims& d, std::uint64_t seed, double* host_ms) {
+    std::unique_ptr<Workload> poisoned = poisoned_workload(d, seed);
+    Workload& workload = *poisoned;
     const auto t0 = std::chrono::steady_clock::now();
     dispatcher.launch(shape(d), workload.arguments(0), workload.stream().get());
     const auto t1 = std::chrono::steady_clock::now();
@@ -636,12 +645,8 @@ TEST_F(GpuStandInTest, NonblockingModeSaysNotReadyAndLaunchesNothingUntilTheChoi
   DispatcherOptions options = without_races();
   options.compile = CompileMode::nonblocking;
   std::unique_ptr<Dispatcher> dispatcher = Dispatcher::open(db_, space_file, options);
-  WorkloadOptions workload_options;
-  workload_options.seed = 61;
-  workload_options.validation_sets = 1;
-  Workload workload(*space_, shape(x), workload_options);
-  workload.poison_outputs();
-  workload.stream().synchronize();
+  std::unique_ptr<Workload> poisoned = poisoned_workload(x, 61);
+  Workload& workload = *poisoned;
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(dispatcher->launch(shape(x), workload.arguments(0), workload.stream().get()), NotReadyError);
   const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -671,12 +676,8 @@ TEST_F(GpuStandInTest, TheCAbiSaysNotReadyInNonblockingModeAndRacesOnceReady) {
   ASSERT_EQ(mlatune_open(db_.c_str(), space_file.c_str(), &handle), MLATUNE_OK) << mlatune_last_error(nullptr);
   EXPECT_EQ(mlatune_set_compile_mode(handle, 7), MLATUNE_INVALID_ARGUMENT);
   ASSERT_EQ(mlatune_set_compile_mode(handle, MLATUNE_COMPILE_NONBLOCKING), MLATUNE_OK);
-  WorkloadOptions workload_options;
-  workload_options.seed = 63;
-  workload_options.validation_sets = 1;
-  Workload workload(*space_, shape(x), workload_options);
-  workload.poison_outputs();
-  workload.stream().synchronize();
+  std::unique_ptr<Workload> poisoned = poisoned_workload(x, 63);
+  Workload& workload = *poisoned;
   void** args = workload.arguments(0);
   auto ptr = [&](int i) { return *static_cast<float**>(args[i]); };
   auto call = [&] {
