@@ -763,7 +763,7 @@ struct Dispatcher::Impl {
         next.error = e.what();
       }
     }
-    if (!next.error.empty()) return keep_stand_in(*entry, next.error);
+    if (!next.error.empty()) return keep_after_choice_failed(*entry, next.error);
     entry->value.current.store(keep(std::move(next)), std::memory_order_release);
     ++switches;
   }
@@ -778,13 +778,14 @@ struct Dispatcher::Impl {
     failed_binaries[target.binary.hash] = error;
     if (log) std::fprintf(stderr, "mlatune dispatch: background compile failed: %s: %s\n", target.config_text.c_str(), error.c_str());
     for (const auto& values : shapes_waiting)
-      if (const auto* entry = prepared.find(values)) keep_stand_in(*entry, error);
+      if (const auto* entry = prepared.find(values)) keep_after_choice_failed(*entry, error);
   }
 
-  /// Republishes the shape's stand-in with why its choice cannot take over;
-  /// a shape that was not ready (it has no stand-in) fails from then on with
-  /// that reason, as a blocking compile's failure would.
-  void keep_stand_in(const ShapeTable<ShapeSlot>::Entry& entry, const std::string& why) {
+  /// What a shape keeps when its choice cannot take over: its stand-in,
+  /// republished with why; or, for a shape that was not ready (it has no
+  /// stand-in), that reason as its failure from then on, as a blocking
+  /// compile's failure would be.
+  void keep_after_choice_failed(const ShapeTable<ShapeSlot>::Entry& entry, const std::string& why) {
     const Prepared& old = entry.value.get();
     Prepared kept = successor(old);
     if (old.not_ready) {
@@ -848,7 +849,7 @@ struct Dispatcher::Impl {
       if (log) std::fprintf(stderr, "mlatune dispatch: race not run: %s\n", e.what());
       std::lock_guard slow(slow_mutex);
       if (const auto* entry = prepared.find(shape.values); entry && entry->value.get().not_ready)
-        keep_stand_in(*entry, e.what());  // not ready for ever otherwise
+        keep_after_choice_failed(*entry, e.what());  // not ready for ever otherwise
       return;
     }
     // slow_mutex is taken per candidate, not across them: a caller's first
@@ -930,9 +931,9 @@ struct Dispatcher::Impl {
     const Prepared& old = entry->value.get();
     if (runners.empty()) {
       if (old.not_ready)
-        keep_stand_in(*entry, target_error.empty() ? "no raced config could be readied" : target_error);
+        keep_after_choice_failed(*entry, target_error.empty() ? "no raced config could be readied" : target_error);
       else if (!target_error.empty() && old.stand_in)
-        keep_stand_in(*entry, target_error);
+        keep_after_choice_failed(*entry, target_error);
       return;
     }
     Prepared next = successor(old);
@@ -1438,7 +1439,8 @@ DispatchDescription Dispatcher::describe(const Shape& shape) const {
     d.text += fmt::format("; running stand-in {} {} {}", to_string(d.stand_in->reason), d.stand_in->config_text,
                           d.background_error.empty() ? "while the choice compiles in the background"
                                                      : "(the choice failed to compile: " + d.background_error + ")");
-  if (d.not_ready) d.text += "; not ready: nothing of it is compiled yet (nonblocking mode: it compiles in the background)";
+  if (d.not_ready)
+    d.text += "; not ready: nothing of it is compiled yet (nonblocking mode: it compiles in the background)";
   if (d.race) d.text += "; " + d.race->text();
   return d;
 }

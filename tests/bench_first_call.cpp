@@ -146,7 +146,6 @@ struct Setup {
   std::unique_ptr<Dispatcher> dispatcher;
   std::unique_ptr<Stream> stream;
   std::string range_text;
-  bool nonblocking = false;
   std::set<Shape> launched;
   std::vector<FirstCall> calls;
 
@@ -333,7 +332,6 @@ void prepare(Setup& s, const Flags& flags) {
     const auto opening = std::chrono::steady_clock::now();
     DispatcherOptions options;
     if (flags.nonblocking) options.compile = CompileMode::nonblocking;
-    s.nonblocking = flags.nonblocking;
     s.dispatcher = Dispatcher::open(db, flags.space, options);
     fmt::print("Dispatcher::open: {:.3f} ms host\n",
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - opening).count());
@@ -349,7 +347,7 @@ double median_of(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-void print_summary(const Setup& s) {
+void print_summary(const Setup& s, const Flags& flags) {
   for (bool inside : {true, false}) {
     std::vector<double> ms, choose, store_read, load, ready, miss, rank, queue, launch, workspace, lock_wait, other;
     std::uint64_t compiles = 0, caller_compiles = 0, not_ready = 0;
@@ -376,7 +374,7 @@ void print_summary(const Setup& s) {
     fmt::print("first_call summary: {} {}{}: {} shapes, host ms median {:.3f} max {:.3f}, NVRTC compiles {} "
                "(on the caller's thread {}), not ready {}, over {} ms: {}\n",
                inside ? "inside the warmed range" : "outside the warmed range", s.range_text,
-               s.nonblocking ? " (nonblocking mode)" : "", ms.size(), median_of(ms),
+               flags.nonblocking ? " (nonblocking mode)" : "", ms.size(), median_of(ms),
                *std::max_element(ms.begin(), ms.end()), compiles, caller_compiles, not_ready, slow_first_call_ms,
                slow);
     fmt::print("  phase medians (ms): choose {:.3f}, store read {:.3f}, module load {:.3f}, launch readying {:.3f}, "
@@ -403,7 +401,7 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("first_call", mlatune::first_call, setup.get(), mlatune::Shape{}, false)
         ->Iterations(1);
   benchmark::RunSpecifiedBenchmarks();
-  mlatune::print_summary(*setup);
+  mlatune::print_summary(*setup, flags);
   benchmark::Shutdown();
   return 0;
 }

@@ -1,10 +1,10 @@
 // The expansion GEMMs of tf32x3_kvgemm, tf32x3_wgmma and tf32x3_wgmma_ws
-// (EXPAND_GEMM wgmma_m64, wgmma_m128, fma and fma_cluster) compile where the space says
-// they are valid, for sm_90a where they use wgmma, with no spills in either
-// kernel and no serialized wgmma, and each one's prologue is what it
-// claims: wgmma of the tile's width for wgmma_*, no tensor-core instruction
-// at all for fma and fma_cluster, and for fma_cluster a cluster of 8 blocks
-// that reads the other blocks' shared memory.  Per shape
+// (EXPAND_GEMM wgmma_m64, wgmma_m128, fma and fma_cluster) compile where the
+// space says they are valid, for sm_90a where they use wgmma, with no
+// spills in either kernel and no serialized wgmma, and each one's prologue
+// is what it claims: wgmma of the tile's width for wgmma_*, no tensor-core
+// instruction at all for fma and fma_cluster, and for fma_cluster a cluster
+// of 8 blocks that reads the other blocks' shared memory.  Per shape
 // (S0-S4, odd D and R, the scalar-copy paths, decode, the largest buckets)
 // and per EXPAND_GEMM, SHAPE_BUCKETS and attention algorithm, the first valid
 // config in enumeration order.  No GPU needed.
