@@ -168,6 +168,7 @@ json shape_json(const ShapeReport& s, const std::string& errors_by) {
   j["gpu_seconds"] = s.gpu_s;
   j["compile_wait_seconds"] = s.compile_wait_s;
   j["setup_seconds"] = s.setup_s;
+  j["prepared_ahead"] = s.prepared_ahead;
   j["nvrtc_seconds"] = s.nvrtc_s;
   j["cut"] = s.cut;
   j["configs_per_second"] = s.wall_s > 0 ? json(configs_per_second(s)) : json(nullptr);
@@ -194,8 +195,11 @@ void print_shape_counts(const ShapeReport& s, const SweepSummary& summary) {
     fmt::print("  reference kernel {:.1f} us; empty-kernel floor {:.2f} us ({}); input seed {}\n",
                s.workload.reference_us, s.workload.floor.median_us, s.workload.floor.method, s.workload.seed);
     fmt::print("  time: {:.1f} s wall, {:.1f} s on the GPU worker, {:.1f} s waiting for compilation, "
-               "{:.1f} s workload setup; {:.1f} s of NVRTC on the compile threads; {:.1f} configs/s\n",
-               s.wall_s, s.gpu_s, s.compile_wait_s, s.setup_s, s.nvrtc_s, configs_per_second(s));
+               "{:.1f} s workload setup; {:.1f} s of NVRTC on the compile threads; {:.1f} configs/s{}\n",
+               s.wall_s, s.gpu_s, s.compile_wait_s, s.setup_s, s.nvrtc_s, configs_per_second(s),
+               s.prepared_ahead > 0 ? fmt::format("; {} candidates prepared while the shape before was timed",
+                                                  s.prepared_ahead)
+                                    : std::string());
   }
   if (s.cut > 0)
     fmt::print("  early cut: {} of {} ok configs timed with fewer launches, their median past {:g}x "

@@ -13,7 +13,11 @@
 //   MLATUNE_FAKE_CRASH       an evaluation whose label contains this text
 //                            aborts the worker (a crash), ...
 //   MLATUNE_FAKE_HANG        ... or never answers (a hang)
-//   MLATUNE_FAKE_LOG         a file that gets "<gpu> <label>" per evaluation
+//   MLATUNE_FAKE_LOG         a file that gets "<gpu> workload <shape>" per
+//                            workload set up and "<gpu> grid <x> <label>"
+//                            per evaluation (the candidate's grid.x), so
+//                            that a test can tell which workload each
+//                            candidate ran against
 // A candidate's time is a function of its label alone, so every fake GPU
 // measures the same time for it.
 #include <unistd.h>
@@ -80,11 +84,11 @@ TimingStats fake_timing(const std::string& label) {
   return summarize_times({t, t, t}, CacheMode::cold, "fake");
 }
 
-void log_evaluation(const std::string& label) {
+void log_line(const std::string& line) {
   const std::string path = env("MLATUNE_FAKE_LOG");
   if (path.empty()) return;
   if (FILE* f = std::fopen(path.c_str(), "a")) {
-    std::fprintf(f, "%s %s\n", this_gpu().c_str(), label.c_str());
+    std::fprintf(f, "%s %s\n", this_gpu().c_str(), line.c_str());
     std::fclose(f);
   }
 }
@@ -96,7 +100,7 @@ bool label_has(const std::string& label, const char* variable) {
 
 Reply evaluate(const EvaluateRequest& request) {
   const std::string& label = request.candidate.label;
-  log_evaluation(label);
+  log_line("grid " + std::to_string(request.candidate.geometry.grid[0]) + " " + label);
   if (label_has(label, "MLATUNE_FAKE_CRASH")) std::abort();
   while (label_has(label, "MLATUNE_FAKE_HANG")) std::this_thread::sleep_for(std::chrono::seconds(1));
   const int delay_ms = std::atoi(env("MLATUNE_FAKE_DELAY_MS", "0").c_str());
@@ -112,6 +116,7 @@ Reply answer(const Request& request) {
   if (std::holds_alternative<ProbeRequest>(request))
     return DeviceReport{true, "", fake_device(), std::atoi(env("MLATUNE_FAKE_GPU_COUNT", "2").c_str())};
   if (const auto* set = std::get_if<SetWorkloadRequest>(&request)) {
+    log_line("workload " + set->shape);
     WorkloadInfo info;
     info.device = fake_device();
     info.seed = set->seed;

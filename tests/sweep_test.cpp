@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -423,6 +425,172 @@ TEST_F(SweepReplayed, AResumedSweepCutsFromTheDatabasesBestWithTheSameCacheMetho
   run_sweep(*space_, space_file_, replayed_db, source, device_, options);
   ASSERT_EQ(source.starts.size(), 6u);
   EXPECT_EQ(source.starts[5].best_us, 0.0);
+}
+
+/// A replayed source that, like the GPU source, prepares the next shape's
+/// candidates while the current shape's last are measured (or, with
+/// `across` off, only after), `lookahead` ahead, each measurement taking one
+/// second of the test's clock; it logs every call in order.
+class Logged final : public MeasurementSource {
+ public:
+  Logged(const ReplayData& data, std::chrono::steady_clock::time_point& now, std::size_t lookahead, bool across)
+      : inner_(replayed_measurements(data, "h200_sweeps.csv")), now_(now), lookahead_(lookahead), across_(across) {}
+  unsigned compile_threads() const override { return 0; }
+  std::size_t lookahead() const override { return lookahead_; }
+  std::optional<std::string> origin() const override { return inner_->origin(); }
+  bool prepares_across_shapes() const override { return across_; }
+  void begin_preparing(const Shape& shape) override { log("begin_preparing", shape); }
+  void prepare(const Config& config, const Shape& shape) override {
+    log("prepare", shape);
+    ++in_flight;
+    max_in_flight = std::max(max_in_flight, in_flight);
+    inner_->prepare(config, shape);
+  }
+  void begin_shape(const Shape& shape, const Cutoff& start, std::mt19937_64& rng, ShapeReport& report) override {
+    log("begin_shape", shape);
+    inner_->begin_shape(shape, start, rng, report);
+  }
+  CandidateReport measure(const Config& config, const Shape& shape, ShapeReport& report) override {
+    log("measure", shape);
+    --in_flight;
+    now_ += std::chrono::seconds(1);
+    return inner_->measure(config, shape, report);
+  }
+  std::vector<std::optional<TimingStats>> retime(const std::vector<std::string>& configs, int rounds,
+                                                 ShapeReport& report) override {
+    events.push_back("retime");
+    return inner_->retime(configs, rounds, report);
+  }
+  void add_totals(SweepReport& report) const override { inner_->add_totals(report); }
+
+  /// "what shape", in call order; "retime" alone.
+  std::vector<std::string> events;
+  std::size_t in_flight = 0;      // prepared, not yet measured
+  std::size_t max_in_flight = 0;
+  std::map<std::string, std::string> names;  // shape text -> its short name in `events`
+
+  /// The index of the first (or last) event equal to `event`; -1 if none.
+  long first(const std::string& event) const {
+    auto it = std::find(events.begin(), events.end(), event);
+    return it == events.end() ? -1 : static_cast<long>(it - events.begin());
+  }
+  long last(const std::string& event) const {
+    auto it = std::find(events.rbegin(), events.rend(), event);
+    return it == events.rend() ? -1 : static_cast<long>(events.rend() - it) - 1;
+  }
+
+ private:
+  void log(const char* what, const Shape& shape) {
+    std::string text;
+    for (std::int64_t value : shape.values) text += std::to_string(value) + ",";
+    auto it = names.find(text);
+    if (it == names.end()) it = names.emplace(text, "S" + std::to_string(names.size())).first;
+    events.push_back(std::string(what) + " " + it->second);
+  }
+
+  std::unique_ptr<MeasurementSource> inner_;
+  std::chrono::steady_clock::time_point& now_;
+  std::size_t lookahead_;
+  bool across_;
+};
+
+// The next shape's first candidates are prepared (compiled, on a GPU) while
+// this shape's last are measured and its fastest re-timed, never more than
+// the lookahead in flight in all, and they are measured only after the next
+// shape's begin_shape, which comes after this shape's last measurement and
+// its re-timing.  What is measured, and the shapes' walls, are those of the
+// same sweep without that overlap.
+TEST_F(SweepReplayed, TheNextShapeIsPreparedWhileThisOneDrainsAndMeasuredOnlyAfterIt) {
+  std::chrono::steady_clock::time_point now{};
+  SweepOptions options;
+  options.shapes = {space_->parse_shape(s0_), space_->parse_shape(s1_)};
+  options.strategy = parse_strategy_kind("random");  // proposals independent of the results
+  options.max_evals = 10;
+  options.seed = 4;
+  options.clock = [&now] { return now; };
+  Logged overlapping(*data_, now, 4, true);
+  const SweepReport report = sweep(options, "overlap.db", overlapping);
+  Logged apart(*data_, now, 4, false);
+  const SweepReport plain = sweep(options, "apart.db", apart);
+
+  const std::vector<std::string>& e = overlapping.events;
+  ASSERT_EQ(report.shapes.size(), 2u);
+  const long s1_told = overlapping.first("begin_preparing S1");
+  const long s1_first_prepare = overlapping.first("prepare S1");
+  const long s0_last_measure = overlapping.last("measure S0");
+  const long s0_retime = static_cast<long>(std::find(e.begin(), e.end(), "retime") - e.begin());
+  const long s1_begin = overlapping.first("begin_shape S1");
+  const long s1_first_measure = overlapping.first("measure S1");
+  ASSERT_GE(s1_told, 0);
+  EXPECT_LT(s1_told, s1_first_prepare);
+  EXPECT_LT(s1_first_prepare, s0_last_measure) << "nothing of S1 was prepared while S0 drained";
+  EXPECT_LT(s0_last_measure, s0_retime);
+  EXPECT_LT(s0_retime, s1_begin);
+  EXPECT_LT(s1_begin, s1_first_measure);
+  EXPECT_LE(overlapping.max_in_flight, 4u);
+  // Without the overlap S1 is prepared only after S0 is done.
+  EXPECT_GT(apart.first("prepare S1"), apart.first("begin_shape S1") - 5);
+  EXPECT_GT(apart.first("prepare S1"), apart.last("measure S0"));
+
+  // How many were prepared ahead: S1's prepares before its begin_shape,
+  // the last of them after S0's last measurement, before its re-timing.
+  const auto ahead =
+      static_cast<std::uint64_t>(std::count(e.begin() + s1_first_prepare, e.begin() + s1_begin, "prepare S1"));
+  EXPECT_EQ(report.shapes[1].prepared_ahead, ahead);
+  EXPECT_EQ(report.shapes[0].prepared_ahead, 0u);
+  EXPECT_EQ(plain.shapes[1].prepared_ahead, 0u);
+
+  for (std::size_t k = 0; k < 2; ++k) {
+    ASSERT_EQ(report.shapes[k].results.size(), 10u);
+    for (std::size_t i = 0; i < 10; ++i)
+      EXPECT_EQ(report.shapes[k].results[i].config, plain.shapes[k].results[i].config) << k << " " << i;
+    EXPECT_EQ(report.shapes[k].best_config, plain.shapes[k].best_config);
+    // One second a measurement: each shape's wall is its own ten, though S1
+    // was planned during S0.
+    EXPECT_DOUBLE_EQ(report.shapes[k].wall_s, 10.0) << k;
+  }
+}
+
+// A stop request while the next shape is prepared ahead drops what was
+// prepared: that shape is not reported, nothing of it is recorded, and the
+// same sweep again measures it in full.  A time budget runs from when a
+// shape prepared ahead becomes current: it proposes what it would have.
+TEST_F(SweepReplayed, AShapePreparedAheadIsDroppedOnAStopAndItsTimeBudgetStartsWithIt) {
+  std::chrono::steady_clock::time_point now{};
+  std::uint64_t measured = 0;
+  SweepOptions options = stopping_sweep({space_->parse_shape(s0_), space_->parse_shape(s1_)}, 9, measured);
+  options.strategy = parse_strategy_kind("random");
+  options.max_evals = 10;
+  options.clock = [&now] { return now; };
+  Logged source(*data_, now, 4, true);
+  const fs::path db = dir_ / "stop.db";
+  const SweepReport stopped = run_sweep(*space_, space_file_, db, source, device_, options);
+  EXPECT_TRUE(stopped.interrupted);
+  ASSERT_EQ(stopped.shapes.size(), 1u);
+  ASSERT_GE(source.first("prepare S1"), 0) << "S1 was not prepared ahead before the stop";
+  EXPECT_EQ(source.first("begin_shape S1"), -1);
+  EXPECT_EQ(Store::open(db, StoreMode::read_only).measurement_count(), 9);
+  options.stop_requested = nullptr;
+  const SweepReport resumed = run_sweep(*space_, space_file_, db, source, device_, options);
+  ASSERT_EQ(resumed.shapes.size(), 2u);
+  EXPECT_EQ(resumed.shapes[1].results.size(), 10u);
+  EXPECT_EQ(Store::open(db, StoreMode::read_only).measurement_count(), 20);
+
+  // With a time budget: every shape proposes as many as without the
+  // overlap, and only the budget's own end marks it spent.
+  options.max_evals.reset();
+  options.time_budget = parse_time_budget("8s");
+  options.progress = nullptr;
+  Logged overlapping(*data_, now, 4, true);
+  Logged apart(*data_, now, 4, false);
+  const SweepReport a = run_sweep(*space_, space_file_, dir_ / "budget_a.db", overlapping, device_, options);
+  const SweepReport b = run_sweep(*space_, space_file_, dir_ / "budget_b.db", apart, device_, options);
+  ASSERT_EQ(a.shapes.size(), 2u);
+  ASSERT_GT(a.shapes[1].prepared_ahead, 0u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(a.shapes[k].results.size(), b.shapes[k].results.size()) << k;
+    EXPECT_TRUE(a.shapes[k].time_budget_spent) << k;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -195,7 +196,7 @@ class FakeGpuSweep : public ::testing::Test {
 
   /// A sweep of the faults space's 128-thread configs on `gpus` fake GPUs.
   SweepReport sweep(int gpus, const std::string& db, std::vector<std::string> settings, const char* strategy,
-                    std::optional<std::uint64_t> max_evals) {
+                    std::optional<std::uint64_t> max_evals, std::vector<std::string> shapes = {"N=4096"}) {
     const SearchSpace space = SearchSpace::load(space_file_);
     const SearchSpace candidates = space.restrict({"THREADS == 128"});
     auto pool = std::make_unique<WorkerPool>(fake_lanes(gpus, std::move(settings)));
@@ -203,7 +204,7 @@ class FakeGpuSweep : public ::testing::Test {
     for (std::size_t i = 0; i < pool->size(); ++i) labels.push_back(pool->label(i));
     const DeviceInfo device = common_device(probe_lanes(*pool), labels);
     SweepOptions options;
-    options.shapes = {space.parse_shape("N=4096")};
+    for (const std::string& shape : shapes) options.shapes.push_back(space.parse_shape(shape));
     options.arch = "sm_90";
     options.jobs = 2;
     options.strategy = parse_strategy_kind(strategy);
@@ -261,6 +262,42 @@ TEST_F(FakeGpuSweep, ACrashingConfigIsRecordedAndTheSweepGoesOn) {
   }
   EXPECT_EQ(report.worker_replacements, 1);
   EXPECT_TRUE(s.best_config);
+}
+
+// Two shapes: the second's candidates compile while the first's last are
+// timed, yet each candidate runs against its own shape's workload (its grid,
+// N / 128 blocks, says which), on every GPU.
+TEST_F(FakeGpuSweep, TheNextShapeCompilesAheadButRunsOnlyAgainstItsOwnWorkload) {
+  const fs::path log = dir_ / "fake.log";
+  const SweepReport report = sweep(2, "two_shapes.db", {"MLATUNE_FAKE_DELAY_MS=20", "MLATUNE_FAKE_LOG=" + log.string()},
+                                   "brute_force", std::nullopt, {"N=4096", "N=65536"});
+  ASSERT_EQ(report.shapes.size(), 2u);
+  EXPECT_EQ(report.shapes[0].prepared_ahead, 0u);
+  EXPECT_GT(report.shapes[1].prepared_ahead, 0u);
+  const std::map<std::string, std::string> grid_of = {{"N=4096", "32"}, {"N=65536", "512"}};
+  std::map<std::string, std::string> workload;  // gpu -> its workload's shape
+  std::map<std::string, int> evaluations;       // shape -> evaluations run against it
+  std::ifstream in(log);
+  std::string gpu, what, value;
+  while (in >> gpu >> what >> value) {
+    if (what == "workload") {
+      workload[gpu] = value;
+      continue;
+    }
+    ASSERT_EQ(what, "grid");
+    ASSERT_TRUE(workload.count(gpu)) << "GPU " << gpu << " evaluated before any workload";
+    EXPECT_EQ(value, grid_of.at(workload[gpu])) << "a candidate ran against " << workload[gpu] << "'s workload";
+    ++evaluations[workload[gpu]];
+    std::string label;
+    std::getline(in, label);
+  }
+  for (const ShapeReport& s : report.shapes) {
+    EXPECT_EQ(s.results.size(), s.valid_configs) << s.shape;
+    int ran = 0;
+    for (const CandidateReport& c : s.results) ran += c.outcome == Outcome::ok || c.outcome == Outcome::wrong_result;
+    EXPECT_GE(evaluations[s.shape], ran) << s.shape;
+    EXPECT_GT(ran, 0) << s.shape;
+  }
 }
 
 }  // namespace

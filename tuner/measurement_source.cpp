@@ -157,16 +157,19 @@ class GpuSource final : public MeasurementSource {
   }
   std::optional<std::string> origin() const override { return std::nullopt; }
 
+  // The next shape's candidates compile while this shape's last are timed;
+  // their worker jobs wait in a batch of their own until begin_shape opens it.
+  bool prepares_across_shapes() const override { return true; }
+
+  void begin_preparing(const Shape&) override { unopened_.push_back(++batch_); }
+
   void prepare(const Config& config, const Shape& shape) override {
+    if (batch_ == 0)
+      throw EnvironmentError("GpuSource: a candidate was prepared before begin_preparing");
     auto e = std::make_shared<Evaluation>();
     e->report.config = space_.config_string(config);
     e->plan = plan_launch(space_, config, shape);
     e->compiled = compile_.submit(config, shape);
-    // A shape's candidates wait until its workload is set up (begin_shape).
-    if (batch_shape_ != shape) {
-      ++batch_;
-      batch_shape_ = shape;
-    }
     e->done = workers_->submit(batch_, [this, e](Worker& worker, std::size_t lane) { evaluate(*e, worker, lane); });
     queued_.push_back(std::move(e));
   }
@@ -190,7 +193,12 @@ class GpuSource final : public MeasurementSource {
     });
     report.workload = infos.front();
     for (double s : setup_s) report.setup_s += s;
-    workers_->open(batch_);
+    // The oldest shape prepared is this one (the sweep begins shapes in the
+    // order it prepared them).
+    if (unopened_.empty())
+      throw EnvironmentError("GpuSource: begin_shape for a shape with no candidates prepared");
+    workers_->open(unopened_.front());
+    unopened_.pop_front();
   }
 
   CandidateReport measure(const Config& config, const Shape&, ShapeReport& report) override {
@@ -284,8 +292,8 @@ class GpuSource final : public MeasurementSource {
   std::mutex best_mutex_;
   double best_us_ = 0;  // 0: none yet
   double cutoff_factor_ = 0;
-  std::uint64_t batch_ = 0;
-  std::optional<Shape> batch_shape_;
+  std::uint64_t batch_ = 0;              // the last batch begun (begin_preparing)
+  std::deque<std::uint64_t> unopened_;   // batches begun, not yet opened, oldest first
   std::deque<std::shared_ptr<Evaluation>> queued_;
   std::map<std::string, Candidate> runnable_;  // the ok candidates of this shape, to re-time
   std::vector<WorkerLoad> loads_;

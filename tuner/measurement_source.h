@@ -50,6 +50,13 @@ class MeasurementSource {
   /// recorded sweep's name), for the run's record; nullopt otherwise.
   virtual std::optional<std::string> origin() const = 0;
 
+  /// Whether the next shape's candidates may be prepared while this shape's
+  /// are still being measured: the sweep then calls begin_preparing() and
+  /// prepare() for the next shape before this shape's last measure() and
+  /// retime(), and that shape's begin_shape() after them.  Off by default.
+  virtual bool prepares_across_shapes() const { return false; }
+  /// Before the first prepare() of each shape's candidates.
+  virtual void begin_preparing(const Shape& shape) { (void)shape; }
   /// Starts work on a candidate that measure() will be asked for later.
   virtual void prepare(const Config& config, const Shape& shape) = 0;
   /// Before the first measurement at a shape that has candidates; may draw

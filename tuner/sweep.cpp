@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -62,7 +63,12 @@ class Sweep {
         seed_(seed),
         rng_(seed) {}
 
-  ShapeReport run_shape(const Shape& shape, std::size_t shape_index);
+  /// No shape follows.
+  static constexpr std::size_t last_shape = std::numeric_limits<std::size_t>::max();
+  /// The search at `shape_index`; `following` is the next shape this sweep
+  /// takes (or last_shape), whose first candidates are prepared while this
+  /// one's last are measured, where the source allows it.
+  ShapeReport run_shape(std::size_t shape_index, std::size_t following);
   /// Whether this sweep's shard (if any) takes the shape at `shape_index`.
   bool takes_shape(std::size_t shape_index) const;
   /// The sweep's clock.
@@ -84,16 +90,21 @@ class Sweep {
     EarlierResults earlier;
     std::set<Config> proposed;
     bool default_offered = false;
+    bool proposals_done = false;   // the strategy, budget or clock has no more to propose
+    bool source_told = false;      // MeasurementSource::begin_preparing was called
+    bool current = false;          // measuring: its clock runs (before, it was prepared ahead)
     std::deque<Config> in_flight;  // prepared, not yet measured
   };
 
+  std::unique_ptr<ShapeRun> open_run(std::size_t shape_index);
   void plan_shape(ShapeRun& run);
   StrategyContext strategy_context() const;
   StrategyKind kind_at(const Shape& shape) const;
   bool time_spent(ShapeRun& run) const;
   std::optional<Config> next_config(ShapeRun& run);
   bool splits_configs(StrategyKind kind) const;
-  void refill(ShapeRun& run);
+  void refill(ShapeRun& run, std::size_t room);
+  void prepare_ahead(const ShapeRun& run, std::size_t following);
   std::uint64_t expected_total(const ShapeRun& run) const;
   void announce(const ShapeRun& run);
   void measure_next(ShapeRun& run);
@@ -110,6 +121,13 @@ class Sweep {
   std::uint64_t seed_;
   std::mt19937_64 rng_;
   SweepProgress progress_;
+  /// The next shape, planned and its first candidates prepared while the
+  /// shape before it was still being measured (prepare_ahead).
+  std::unique_ptr<ShapeRun> ahead_;
+  /// When the last shape ended: a shape prepared ahead counts its wall time
+  /// (and its time budget) from there, so that the shapes' walls add up to
+  /// the sweep's.
+  std::optional<Clock::time_point> last_end_;
 };
 
 void Sweep::say(std::string line) {
@@ -145,16 +163,29 @@ bool Sweep::takes_shape(std::size_t shape_index) const {
   return split || shard_owns_shape(*options_.shard, shape_index);
 }
 
-ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
-  ShapeRun run;
-  run.shape = shape;
-  run.index = shape_index;
-  run.start = now();
-  plan_shape(run);
-  run.earlier = journal_.earlier(run.report.shape);
-  refill(run);
+std::unique_ptr<Sweep::ShapeRun> Sweep::open_run(std::size_t shape_index) {
+  auto run = std::make_unique<ShapeRun>();
+  run->shape = options_.shapes[shape_index];
+  run->index = shape_index;
+  run->start = now();
+  plan_shape(*run);
+  run->earlier = journal_.earlier(run->report.shape);
+  return run;
+}
+
+ShapeReport Sweep::run_shape(std::size_t shape_index, std::size_t following) {
+  std::unique_ptr<ShapeRun> owned =
+      ahead_ && ahead_->index == shape_index ? std::move(ahead_) : open_run(shape_index);
+  ahead_.reset();
+  ShapeRun& run = *owned;
+  if (last_end_ && run.start < *last_end_) run.start = *last_end_;
+  run.current = true;
+  refill(run, source_.lookahead());
   announce(run);
-  if (run.in_flight.empty()) return std::move(run.report);
+  if (run.in_flight.empty()) {
+    last_end_ = now();
+    return std::move(run.report);
+  }
 
   // A resumed sweep cuts against the best its database already holds.
   Cutoff start{0.0, options_.cutoff_factor};
@@ -162,20 +193,24 @@ ShapeReport Sweep::run_shape(const Shape& shape, std::size_t shape_index) {
     start.best_us = *best;
     run.report.cutoff_start_us = *best;
   }
-  source_.begin_shape(shape, start, rng_, run.report);
+  source_.begin_shape(run.shape, start, rng_, run.report);
   while (!run.in_flight.empty()) {
     if (stopping()) {
-      // The prepared candidates are dropped: an interrupt should not wait
-      // for a lookahead's worth of slow candidates.
+      // The prepared candidates (this shape's and the next's) are dropped:
+      // an interrupt should not wait for a lookahead's worth of slow
+      // candidates.
       run.report.interrupted = true;
       break;
     }
     measure_next(run);
-    refill(run);  // a stop request ends its proposals and marks the shape interrupted
+    refill(run, source_.lookahead());  // a stop request ends its proposals and marks the shape interrupted
+    prepare_ahead(run, following);
   }
   retime_fastest(run.report, !run.report.interrupted);
   journal_.look_up_best(run.report);
-  run.report.wall_s = seconds_since(options_, run.start);
+  const Clock::time_point end = now();
+  run.report.wall_s = std::chrono::duration<double>(end - run.start).count();
+  last_end_ = end;
   return std::move(run.report);
 }
 
@@ -247,19 +282,44 @@ std::optional<Config> Sweep::next_config(ShapeRun& run) {
   return std::nullopt;
 }
 
+// A shape prepared ahead starts its clock when it becomes current.
 bool Sweep::time_spent(ShapeRun& run) const {
-  if (!options_.time_budget || now() - run.start < options_.time_budget->limit) return false;
+  if (!options_.time_budget || !run.current || now() - run.start < options_.time_budget->limit) return false;
   run.report.time_budget_spent = true;
   return true;
 }
 
-void Sweep::refill(ShapeRun& run) {
-  while (run.in_flight.size() < source_.lookahead()) {
+// Prepares the run's next proposals until `room` candidates are in flight.
+void Sweep::refill(ShapeRun& run, std::size_t room) {
+  while (run.in_flight.size() < room) {
     std::optional<Config> config = next_config(run);
-    if (!config) return;
+    if (!config) {
+      run.proposals_done = true;
+      return;
+    }
+    if (!run.source_told) {
+      source_.begin_preparing(run.shape);
+      run.source_told = true;
+    }
     source_.prepare(*config, run.shape);
     run.in_flight.push_back(std::move(*config));
   }
+}
+
+// Once `run` has nothing more to propose, the room its draining lookahead
+// leaves goes to the next shape (`following`), where the source allows it:
+// that shape is planned now (its warm start sees the results in so far) and
+// its first candidates compile while this shape's last are measured and the
+// fastest re-timed, instead of after.  Its measurements start only with its
+// own begin_shape, in run_shape.
+void Sweep::prepare_ahead(const ShapeRun& run, std::size_t following) {
+  if (following == last_shape || !run.proposals_done || !source_.prepares_across_shapes() || stopping()) return;
+  const std::size_t lookahead = source_.lookahead();
+  if (run.in_flight.size() >= lookahead) return;
+  if (!ahead_) ahead_ = open_run(following);
+  const std::size_t before = ahead_->in_flight.size();
+  refill(*ahead_, lookahead - run.in_flight.size());
+  ahead_->report.prepared_ahead += ahead_->in_flight.size() - before;
 }
 
 // Configs found already measured while refilling shrink what is left.
@@ -354,14 +414,17 @@ SweepReport sweep_all(const SearchSpace& space, MeasurementSource& source, Journ
   report.compile_threads = source.compile_threads();
   report.compile_processes = source.compiles_in_processes();
   Sweep sweep(space, source, journal, options, seed, plan);
+  std::vector<std::size_t> taken;
+  for (std::size_t i = 0; i < options.shapes.size(); ++i)
+    if (sweep.takes_shape(i)) taken.push_back(i);
   try {
-    for (std::size_t i = 0; i < options.shapes.size() && !report.interrupted; ++i) {
-      if (!sweep.takes_shape(i)) continue;
+    for (std::size_t k = 0; k < taken.size() && !report.interrupted; ++k) {
       if (sweep.stopping()) {
         report.interrupted = true;
         break;
       }
-      report.shapes.push_back(sweep.run_shape(options.shapes[i], i));
+      const std::size_t following = k + 1 < taken.size() ? taken[k + 1] : Sweep::last_shape;
+      report.shapes.push_back(sweep.run_shape(taken[k], following));
       report.interrupted = report.shapes.back().interrupted;
     }
   } catch (...) {

@@ -89,7 +89,12 @@ struct ShapeReport {
   /// Where the early cut started: the best ok median at the shape from
   /// earlier runs with this cache method (unset: none, the first result).
   std::optional<double> cutoff_start_us;
+  /// Wall time from the end of the shape before (or this shape's start) to
+  /// this shape's end: the shapes' walls add up to the sweep's.
   double wall_s = 0;
+  /// Candidates prepared (compiling) while the shape before was still being
+  /// measured or re-timed (MeasurementSource::prepares_across_shapes).
+  std::uint64_t prepared_ahead = 0;
   // Worker time, summed over the GPU workers (one, unless `tune --gpus`):
   double gpu_s = 0;        // in the worker: validation, timing, re-timing
   double compile_wait_s = 0;  // a worker idle, waiting for a compilation
