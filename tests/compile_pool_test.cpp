@@ -3,11 +3,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -252,6 +254,55 @@ TEST(CompilePool, ProcessesCompileWhatThreadsCompile) {
   EXPECT_EQ(processes.stats().compiled, 4u);
   EXPECT_GT(processes.stats().nvrtc_cpu_seconds, 0.0);
   EXPECT_FALSE(compile_children().empty()) << "no compile process ran";
+}
+
+/// The nice value in a /proc stat file (the 19th field; the command, in
+/// parentheses, may hold spaces); nullopt when it cannot be read.
+std::optional<int> nice_in(const std::filesystem::path& stat_file) {
+  std::ifstream stat(stat_file);
+  std::string line;
+  if (!std::getline(stat, line)) return std::nullopt;
+  const std::size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  // state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+  // utime stime cutime cstime priority nice
+  for (int i = 0; i < 16 && rest >> field; ++i) {
+  }
+  int nice = 0;
+  if (!(rest >> nice)) return std::nullopt;
+  return nice;
+}
+
+// Compilation runs below the thread that made the pool, so that the GPU
+// worker's host thread and the sweep's get a core first: each compile
+// thread, and each compile process (which inherits its thread's priority),
+// at compile_niceness more; the thread that made the pool keeps its own.
+TEST(CompilePool, CompileThreadsAndProcessesRunBelowTheThreadThatMadeThePool) {
+  const std::optional<int> mine = nice_in("/proc/thread-self/stat");
+  ASSERT_TRUE(mine);
+  const int lowered = std::min(19, *mine + compile_niceness);
+  ASSERT_NE(lowered, *mine) << "this test runs at the lowest priority already";
+  Compiler compiler;
+  {
+    CompilePool threads(compiler, 2);
+    ASSERT_TRUE(threads.submit(small_request(7)).get().ok());
+    ASSERT_TRUE(threads.submit(small_request(8)).get().ok());
+    int below = 0;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task"))
+      below += nice_in(task.path() / "stat") == lowered;
+    EXPECT_GE(below, 2) << "the pool's two threads do not run at nice " << lowered;
+    EXPECT_EQ(nice_in("/proc/thread-self/stat"), mine);
+  }
+  CompilePool processes(compiler, 2, {}, CompileIn::processes, compile_worker());
+  ASSERT_EQ(processes.where(), CompileIn::processes);
+  ASSERT_TRUE(processes.submit(small_request(9)).get().ok());
+  const std::vector<pid_t> children = compile_children();
+  ASSERT_FALSE(children.empty()) << "no compile process ran";
+  for (pid_t child : children)
+    EXPECT_EQ(nice_in(std::filesystem::path("/proc") / std::to_string(child) / "stat"), lowered) << child;
+  EXPECT_EQ(nice_in("/proc/thread-self/stat"), mine);
 }
 
 // A space whose prologue is compiled apart (tests/spaces/apart.yaml): the

@@ -9,9 +9,26 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
 #include "core/error.h"
 
 namespace mlatune {
+
+bool lower_this_threads_priority() {
+  // On Linux a nice value belongs to a thread; PRIO_PROCESS with a thread id
+  // reads and sets that thread's alone.
+  const auto self = static_cast<id_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, self);
+  if (now == -1 && errno != 0) return false;
+  return setpriority(PRIO_PROCESS, self, std::min(19, now + compile_niceness)) == 0;
+}
 
 struct CompilePool::State {
   struct Job {
@@ -39,8 +56,10 @@ struct CompilePool::State {
       : compiler(c), hooks(std::move(h)), where(w), helper_options(std::move(o)) {}
 
   void work() {
+    // Refused (a sandbox may forbid it): compiling goes on at the priority it had.
+    (void)lower_this_threads_priority();
     // This thread's compile process (tied to this thread's life: lifeline.h),
-    // started by its first request.
+    // started by its first request; it inherits this thread's priority.
     std::optional<Worker> helper;
     if (where == CompileIn::processes) helper.emplace(helper_options);
     for (;;) {

@@ -56,6 +56,16 @@ enum class CompileIn {
 std::string_view to_string(CompileIn where);
 std::optional<CompileIn> parse_compile_in(std::string_view text);
 
+/// How much lower a compile thread runs than the thread that made the pool
+/// (nice value, capped at 19), and so the compile process it starts, which
+/// inherits it: compilation fills every core with work that can wait, while
+/// the GPU worker's host thread and the sweep's, which keep the GPU fed, run
+/// first whenever they need a core.
+inline constexpr int compile_niceness = 10;
+/// Lowers the calling thread's priority by compile_niceness; false where the
+/// system refused (the thread keeps its priority).
+bool lower_this_threads_priority();
+
 /// The pool.  Thread-safe: submit() may be called from any thread.  The
 /// compiler and the hooks must outlive the pool.
 class CompilePool {
