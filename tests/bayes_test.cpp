@@ -197,6 +197,31 @@ TEST(BayesStrategy, ProposesTheWarmStartConfigsFirstInOrder) {
   EXPECT_EQ(std::set<Config>(proposed.begin(), proposed.end()).size(), proposed.size());
 }
 
+// Values a nearby shape found slow as a whole (StrategyContext::
+// costly_values) stay out of the design, which is proposed blind (ahead of
+// any result): only the warm start carries one.  Without them the design
+// shows every value of B within its first proposals.
+TEST(BayesStrategy, TheDesignLeavesOutCostlyValues) {
+  const SearchSpace& space = half_failing_space();
+  const Shape shape = space.parse_shape("N=1024");
+  StrategyContext context;
+  context.warm_start.push_back(space.parse_config("A=3,B=s,C=true,D=4"));
+  auto blind = [&](const StrategyContext& given) {
+    std::set<std::string> b;
+    auto strategy = make_strategy(bayes(), space, shape, 5, {}, given);
+    for (int i = 0; i < 20; ++i) {
+      auto c = strategy->next();
+      EXPECT_TRUE(c);
+      if (!c) break;
+      if (i > 0) b.insert(space.parameters()[1].text[c->choice[1]]);
+    }
+    return b;
+  };
+  EXPECT_EQ(blind(context), (std::set<std::string>{"p", "q", "r", "s"}));
+  context.costly_values = {{1, 2}, {1, 3}};  // B = r, B = s
+  EXPECT_EQ(blind(context), (std::set<std::string>{"p", "q"}));
+}
+
 TEST(BayesStrategy, ATinyBudgetShrinksTheDesign) {
   // Told 8 evaluations, the design takes 3 (a quarter, at least 3), so that
   // the model chooses most of them.  The model's proposals here know that A

@@ -9,9 +9,10 @@
 // seeds (--seeds N): the evaluations needed to come within 3 % of the shape's optimum,
 // and the best found (% above the optimum) after 5 %, 10 % and 25 % of the
 // shape's configs.  `auto` is told a budget of 25 % of them (so it chooses
-// bayes), cold and warm-started from the best configs of the other fixture
-// shapes (as a sweep is, with those shapes in its database), and cold with
-// 32 proposals made ahead of the results (what a GPU sweep with 16 compile
+// bayes), cold and warm-started from the other fixture shapes (their best
+// configs, and the algorithms they found slow left out of the first spread,
+// as a sweep does with those shapes in its database: tuner/strategies/
+// warm_start.h), and cold and warm with 32 proposals made ahead of the results (what a GPU sweep with 16 compile
 // threads does: MeasurementSource::lookahead).  Then, per
 // shape, whether the default strategy meets the target: within 3 %
 // with at most 10 % of the evaluations, and better than random search at
@@ -62,7 +63,8 @@ std::vector<Contender> contenders() {
           {"bayes", parse_strategy_kind("bayes")},
           {"auto", StrategyKind{}, true},
           {"auto, warm", StrategyKind{}, true, true},
-          {"auto, ahead 32", StrategyKind{}, true, false, 32}};
+          {"auto, ahead 32", StrategyKind{}, true, false, 32},
+          {"auto, warm, 32", StrategyKind{}, true, true, 32}};
 }
 
 /// Medians over the seeds.
@@ -72,9 +74,8 @@ struct Row {
 };
 
 Row measure(const FixtureSet& set, const Fixture& f, const Contender& c) {
-  StrategyContext context;
+  StrategyContext context = c.warm ? set.warm_context(f) : StrategyContext{};
   if (c.budget) context.max_evals = f.searchable() / 4;
-  if (c.warm) context.warm_start = set.warm_start(f);
   std::vector<double> to_3, above[3];
   for (int seed = 1; seed <= g_seeds; ++seed) {
     const test_support::SearchRecord r =

@@ -107,16 +107,33 @@ class FixtureSet {
     return nullptr;
   }
 
-  /// Warm start for `target`: the best recorded config of every other
-  /// fixture shape, repaired to be valid at the target, nearest first: what
-  /// a sweep would be given with those shapes tuned in its database.
-  std::vector<Config> warm_start(const Fixture& target) const {
+  /// What a sweep tells a strategy at `target` with every other fixture
+  /// shape tuned in its database: a warm start from the best recorded config
+  /// of each, repaired to be valid at the target, nearest first; and the
+  /// costly values (strategies::costly_values) of their recordings, whose
+  /// fastest configs follow the warm start.
+  StrategyContext warm_context(const Fixture& target) const {
     std::vector<strategies::TunedText> tuned;
     for (const Fixture& f : fixtures_)
       if (!(f.shape == target.shape))
         tuned.push_back({flagship_->shape_string(f.shape), flagship_->config_string(f.data->best_config(f.shape)),
                          f.data->optimum(f.shape)});
-    return strategies::warm_start(*target.space, target.shape, tuned).configs;
+    StrategyContext context;
+    context.warm_start = strategies::warm_start(*target.space, target.shape, tuned).configs;
+    std::vector<strategies::MeasuredShape> measured;
+    for (const std::string& shape : strategies::tuned_shapes_nearest_first(*target.space, target.shape, tuned)) {
+      strategies::MeasuredShape m{shape, {}};
+      for (const Fixture& f : fixtures_)
+        if (flagship_->shape_string(f.shape) == shape)
+          for (const auto& [config, time] : f.data->measured(f.shape)) m.results[flagship_->config_string(config)] = time;
+      measured.push_back(std::move(m));
+    }
+    const strategies::CostlyValues costly = strategies::costly_values(*target.space, target.shape, measured);
+    for (const strategies::CostlyValue& c : costly.values) context.costly_values.emplace_back(c.parameter, c.value);
+    for (const Config& c : costly.best)
+      if (std::find(context.warm_start.begin(), context.warm_start.end(), c) == context.warm_start.end())
+        context.warm_start.push_back(c);
+    return context;
   }
 
  private:

@@ -72,5 +72,63 @@ TEST(StrategyWarmStart, RepairsWithinTheCandidatesOfARestrictedSpace) {
   EXPECT_EQ(warm.repaired, 1u);
 }
 
+TEST(StrategyWarmStart, TunedShapesNearestFirstEachOnceWithoutThisShape) {
+  const Shape here = small_space().parse_shape("N=1000,M=4");
+  const std::vector<strategies::TunedText> tuned = {{"N=64,M=4", "a", 1.0},    {"N=1000,M=8", "b", 1.0},
+                                                    {"N=1000,M=4", "c", 1.0},  {"N=1000,M=8", "d", 2.0},
+                                                    {"N=1000,X=8", "e", 1.0}};  // not this space's shape
+  EXPECT_EQ(strategies::tuned_shapes_nearest_first(small_space(), here, tuned),
+            (std::vector<std::string>{"N=1000,M=8", "N=64,M=4"}));
+}
+
+// A value whose configs took a median of costly_factor times the fastest or
+// more, at the nearest shape that measured costly_min_configs of them, is
+// costly; its fastest config there comes back, repaired to be valid here.
+// Fewer configs than that at a shape defer the judgment to the next shape;
+// failures count for nothing.
+TEST(StrategyWarmStart, CostlyValuesAreJudgedAtTheNearestShapeThatMeasuredThem) {
+  const SearchSpace& space = small_space();
+  const Shape here = space.parse_shape("N=1000,M=3");  // M % 4 != 0: no VECTOR
+  auto ms = [](double us) { return std::optional<double>(us); };
+  strategies::MeasuredShape near{"N=1000,M=4",
+                                 {// fastest: 1 us
+                                  {"ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=false", ms(1.0)},
+                                  {"ALGORITHM=plain,THREADS=64,ITEMS=1,VECTOR=false", ms(2.0)},
+                                  {"ALGORITHM=plain,THREADS=32,ITEMS=1,VECTOR=false", ms(30.0)},
+                                  // tiled: median 12x: costly; its fastest needs VECTOR off here
+                                  {"ALGORITHM=tiled,THREADS=128,ITEMS=4,VECTOR=true", ms(9.0)},
+                                  {"ALGORITHM=tiled,THREADS=64,ITEMS=4,VECTOR=false", ms(12.0)},
+                                  {"ALGORITHM=tiled,THREADS=32,ITEMS=4,VECTOR=false", ms(50.0)},
+                                  {"ALGORITHM=tiled,THREADS=256,ITEMS=4,VECTOR=false", std::nullopt},
+                                  // unrolled: two configs only here
+                                  {"ALGORITHM=unrolled,THREADS=32,ITEMS=1,VECTOR=false", ms(100.0)},
+                                  {"ALGORITHM=unrolled,THREADS=64,ITEMS=1,VECTOR=false", ms(100.0)},
+                                  // another version of the space
+                                  {"ALGORITHM=plain,THREADS=32,ITEMS=1,VECTOR=false,SPLIT=2", ms(0.1)}}};
+  strategies::MeasuredShape far{"N=64,M=16",
+                                {{"ALGORITHM=plain,THREADS=32,ITEMS=1,VECTOR=false", ms(2.0)},
+                                 {"ALGORITHM=unrolled,THREADS=32,ITEMS=2,VECTOR=false", ms(30.0)},
+                                 {"ALGORITHM=unrolled,THREADS=64,ITEMS=2,VECTOR=false", ms(40.0)},
+                                 {"ALGORITHM=unrolled,THREADS=128,ITEMS=2,VECTOR=false", ms(50.0)}}};
+  const strategies::CostlyValues costly = strategies::costly_values(space, here, {near, far});
+  ASSERT_EQ(costly.values.size(), 2u);
+  EXPECT_EQ(costly.values[0].parameter, 0u);
+  EXPECT_EQ(space.parameters()[0].text[costly.values[0].value], "tiled");
+  EXPECT_DOUBLE_EQ(costly.values[0].median_ratio, 12.0);
+  EXPECT_EQ(costly.values[0].shape, "N=1000,M=4");
+  EXPECT_EQ(space.parameters()[0].text[costly.values[1].value], "unrolled");
+  EXPECT_DOUBLE_EQ(costly.values[1].median_ratio, 20.0);  // 40 over the far shape's 2
+  EXPECT_EQ(costly.values[1].shape, "N=64,M=16");
+  ASSERT_EQ(costly.best.size(), 2u);
+  EXPECT_EQ(space.config_string(costly.best[0]), "ALGORITHM=tiled,THREADS=128,ITEMS=4,VECTOR=false");
+  EXPECT_EQ(space.config_string(costly.best[1]), "ALGORITHM=unrolled,THREADS=32,ITEMS=2,VECTOR=false");
+  for (const Config& c : costly.best) EXPECT_TRUE(space.check(c, here));
+
+  // Below the factor, or with nothing measured, nothing is costly.
+  near.results["ALGORITHM=tiled,THREADS=64,ITEMS=4,VECTOR=false"] = ms(9.9);
+  EXPECT_EQ(strategies::costly_values(space, here, {near}).values.size(), 0u);
+  EXPECT_TRUE(strategies::costly_values(space, here, {}).values.empty());
+}
+
 }  // namespace
 }  // namespace mlatune

@@ -270,6 +270,12 @@ double ReplayData::optimum(const Shape& shape) const {
   return *best;
 }
 
+const std::map<Config, std::optional<double>>& ReplayData::measured(const Shape& shape) const {
+  static const std::map<Config, std::optional<double>> none;
+  auto it = measurements_.find(shape);
+  return it == measurements_.end() ? none : it->second;
+}
+
 Config ReplayData::best_config(const Shape& shape) const {
   const double best = optimum(shape);
   for (const auto& [config, time] : measurements_.at(shape))

@@ -72,6 +72,9 @@ class ReplayData {
   double optimum(const Shape& shape) const;
   /// The config of that time (the first in config order among equal ones).
   Config best_config(const Shape& shape) const;
+  /// Every config measured at `shape` with its time (nullopt: it did not run
+  /// correctly); empty for a shape not in the data.
+  const std::map<Config, std::optional<double>>& measured(const Shape& shape) const;
 
  private:
   explicit ReplayData(const SearchSpace& space) : space_(&space) {}

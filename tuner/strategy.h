@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/space.h"
@@ -66,6 +67,10 @@ struct StrategyContext {
   /// here (tuner/strategies/warm_start.h), distinct, most promising first: a
   /// strategy that warm-starts proposes these before anything else.
   std::vector<Config> warm_start;
+  /// (parameter, value) of name parameters that a nearby shape found slow as
+  /// a whole (tuner/strategies/warm_start.h, costly_values): a strategy
+  /// that warm-starts leaves them out of its spread-out first configs.
+  std::vector<std::pair<std::size_t, std::uint32_t>> costly_values;
 };
 
 struct StrategyEntry;  // tuner/strategies/registry.h

@@ -10,6 +10,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "tuner/replay.h"
@@ -41,6 +42,10 @@ std::uint64_t strategy_seed(std::uint64_t sweep_seed, const std::string& shape) 
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+
+/// Shapes read (nearest first) for the values a search leaves out of its
+/// first, spread-out configs (Sweep::add_costly_values).
+constexpr std::size_t kCostlyShapes = 4;
 
 /// How the loop chooses its candidates.
 struct Plan {
@@ -98,6 +103,7 @@ class Sweep {
 
   std::unique_ptr<ShapeRun> open_run(std::size_t shape_index);
   void plan_shape(ShapeRun& run);
+  void add_costly_values(ShapeRun& run, const std::vector<strategies::TunedText>& tuned, StrategyContext& context);
   StrategyContext strategy_context() const;
   StrategyKind kind_at(const Shape& shape) const;
   bool time_spent(ShapeRun& run) const;
@@ -226,11 +232,12 @@ void Sweep::plan_shape(ShapeRun& run) {
     run.kind = resolve_strategy(options_.strategy, run.report.valid_configs, context);
     run.report.strategy = to_string(run.kind);
     if (options_.warm_start && run.kind.entry().warm_starts) {
-      strategies::WarmStart warm =
-          strategies::warm_start(subspace_, run.shape, journal_.tuned_elsewhere(run.report.shape));
+      const std::vector<strategies::TunedText> tuned = journal_.tuned_elsewhere(run.report.shape);
+      strategies::WarmStart warm = strategies::warm_start(subspace_, run.shape, tuned);
       run.report.warm_start = warm.configs.size();
       run.report.warm_start_repaired = warm.repaired;
       context.warm_start = std::move(warm.configs);
+      add_costly_values(run, tuned, context);
     }
     run.strategy = make_strategy(run.kind, subspace_, run.shape, strategy_seed(seed_, run.report.shape), {}, context);
     return;
@@ -238,6 +245,33 @@ void Sweep::plan_shape(ShapeRun& run) {
   const std::vector<Config> given = options_.given->at(run.shape);
   run.strategy = given_configs_strategy(space_, subspace_, run.shape, given, run.report.skipped);
   run.budget = std::min<std::uint64_t>(run.budget, given.size() - run.report.skipped.size());
+}
+
+// The values that the nearest shapes measured in this kernel's version found
+// slow as a whole (strategies::costly_values; at most kCostlyShapes shapes
+// read): the strategy leaves them out of its spread-out first configs, and
+// proposes each one's fastest config there after the warm start's.
+void Sweep::add_costly_values(ShapeRun& run, const std::vector<strategies::TunedText>& tuned,
+                              StrategyContext& context) {
+  std::vector<strategies::MeasuredShape> measured;
+  for (std::string& other : strategies::tuned_shapes_nearest_first(subspace_, run.shape, tuned)) {
+    if (measured.size() >= kCostlyShapes) break;
+    EarlierResults results = journal_.earlier(other);
+    measured.push_back({std::move(other), std::move(results)});
+  }
+  const strategies::CostlyValues costly = strategies::costly_values(subspace_, run.shape, measured);
+  const auto& parameters = space_.parameters();
+  for (const strategies::CostlyValue& c : costly.values) {
+    run.report.costly_values.push_back(fmt::format("{}={} ({:.0f}x at {})", parameters[c.parameter].name,
+                                                   parameters[c.parameter].text[c.value], c.median_ratio,
+                                                   c.shape));
+    context.costly_values.emplace_back(c.parameter, c.value);
+  }
+  for (const Config& c : costly.best)
+    if (std::find(context.warm_start.begin(), context.warm_start.end(), c) == context.warm_start.end()) {
+      context.warm_start.push_back(c);
+      ++run.report.warm_start;
+    }
 }
 
 // The next config to evaluate: the space's default first (when the plan says
@@ -341,6 +375,9 @@ void Sweep::announce(const ShapeRun& run) {
     if (run.report.warm_start > 0)
       strategy += fmt::format(", warm start from {} configs tuned at other shapes ({} repaired)",
                               run.report.warm_start, run.report.warm_start_repaired);
+    if (!run.report.costly_values.empty())
+      strategy += fmt::format(", spread without {} (median over the fastest there), their fastest there proposed",
+                              fmt::join(run.report.costly_values, ", "));
   }
   say(fmt::format("{}: {} valid configs, {}, budget {}{}, {} already in the database", run.report.shape,
                   run.report.valid_configs, strategy, run.budget,

@@ -69,6 +69,11 @@ struct ShapeReport {
   /// to be valid here.
   std::uint64_t warm_start = 0;
   std::uint64_t warm_start_repaired = 0;
+  /// Values of name parameters that the strategy's spread-out first configs
+  /// left out, as "ALGORITHM=expanded (84x at B=...)" (median over the
+  /// fastest at the nearest shape that measured it), their fastest configs
+  /// there counted in warm_start (strategies::costly_values).
+  std::vector<std::string> costly_values;
   /// The time budget (SweepOptions::time_budget) ended the search here
   /// before the budget of evaluations or the space did.
   bool time_budget_spent = false;

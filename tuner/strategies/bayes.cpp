@@ -25,7 +25,11 @@ namespace {
 //      been measured, for at most twice its size more: a rare algorithm
 //      (tf32x3 is 3.5 % of S0's configs and its fastest) must be seen once
 //      before a model can rank it.  It also goes on until two configs ran:
-//      with failures only there is nothing to model times with;
+//      with failures only there is nothing to model times with.  Values a
+//      nearby shape found slow as a whole (StrategyContext::costly_values)
+//      are left out of it: those configs are proposed blind (before results
+//      are in), and a slow algorithm's random config can take seconds a
+//      launch; the warm start carries each one's fastest config there;
 //   3. model: two tree ensembles refitted on everything measured, one of
 //      log(time) over the configs that ran, one of whether a config runs
 //      (compile errors, wrong results and crashes are failures), and in
@@ -63,6 +67,7 @@ class Bayes final : public Strategy {
         rng_(seed),
         features_(space, shape),
         warm_(context.warm_start),
+        costly_(context.costly_values.begin(), context.costly_values.end()),
         regression_({.trees = kTrees}),
         classifier_({.trees = kTrees}) {
     observed_.width = features_.width();
@@ -146,7 +151,16 @@ class Bayes final : public Strategy {
     for (std::size_t p = 0; p < measured_.size(); ++p)
       if (space_.parameters()[p].kind == ValueKind::name)
         for (std::size_t v = 0; v < measured_[p].size(); ++v)
-          if (!measured_[p][v] && untried_with_[p][v] > 0) return true;
+          if (!measured_[p][v] && untried_with_[p][v] > 0 && !costly_.count({p, static_cast<std::uint32_t>(v)}))
+            return true;
+    return false;
+  }
+
+  /// Whether `c` has a value a nearby shape found slow as a whole
+  /// (StrategyContext::costly_values): the design leaves it out.
+  bool costly(const Config& c) const {
+    for (std::size_t p = 0; p < c.choice.size() && !costly_.empty(); ++p)
+      if (costly_.count({p, c.choice[p]})) return true;
     return false;
   }
 
@@ -169,7 +183,7 @@ class Bayes final : public Strategy {
     std::pair<std::size_t, std::size_t> best_score{0, 0};  // (values not measured, distance to proposed)
     for (int draw = 0; draw < kDesignDraws; ++draw) {
       std::optional<Config> c = random_untried();
-      if (!c) continue;
+      if (!c || costly(*c)) continue;
       std::size_t fresh = 0;
       for (std::size_t p = 0; p < c->choice.size(); ++p) fresh += measured_[p][c->choice[p]] ? 0 : 1;
       std::size_t distance = std::numeric_limits<std::size_t>::max();
@@ -348,6 +362,7 @@ class Bayes final : public Strategy {
   std::mt19937_64 rng_;
   ConfigFeatures features_;
   std::vector<Config> warm_;
+  std::set<std::pair<std::size_t, std::uint32_t>> costly_;  // left out of the design
   std::size_t warm_next_ = 0;
   std::size_t design_size_ = 0;   // proposals before the model phase, warm start included
   std::size_t design_limit_ = 0;  // ... at most, while name values are unmeasured

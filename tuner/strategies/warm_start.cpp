@@ -58,4 +58,85 @@ WarmStart warm_start(const SearchSpace& candidates, const Shape& shape, const st
   return out;
 }
 
+std::vector<std::string> tuned_shapes_nearest_first(const SearchSpace& candidates, const Shape& shape,
+                                                    const std::vector<TunedText>& tuned) {
+  std::set<std::pair<double, std::string>> order;
+  for (const TunedText& t : tuned) {
+    Shape other;
+    try {
+      other = candidates.parse_shape(t.shape);
+    } catch (const InputError&) {
+      continue;
+    }
+    if (other != shape) order.emplace(log_shape_distance(other, shape), t.shape);
+  }
+  std::vector<std::string> out;
+  for (const auto& [distance, text] : order) out.push_back(text);
+  return out;
+}
+
+namespace {
+
+/// One shape's configs that ran, parsed, and the fastest of them.
+struct RanAt {
+  const std::string* shape;
+  std::vector<std::pair<Config, double>> ran;
+  double fastest = 0;
+};
+
+RanAt ran_at(const SearchSpace& candidates, const MeasuredShape& m) {
+  RanAt out{&m.shape, {}, 0};
+  for (const auto& [text, median_us] : m.results) {
+    if (!median_us || !(*median_us > 0)) continue;
+    try {
+      out.ran.emplace_back(candidates.parse_config(text), *median_us);
+    } catch (const InputError&) {
+      continue;  // of another version of the space
+    }
+    out.fastest = out.fastest > 0 ? std::min(out.fastest, *median_us) : *median_us;
+  }
+  return out;
+}
+
+}  // namespace
+
+CostlyValues costly_values(const SearchSpace& candidates, const Shape& shape,
+                           const std::vector<MeasuredShape>& measured) {
+  std::vector<RanAt> shapes;
+  for (const MeasuredShape& m : measured) shapes.push_back(ran_at(candidates, m));
+  CostlyValues out;
+  const ConfigRepairer repairer(candidates);
+  std::set<Config> taken;
+  const auto& parameters = candidates.parameters();
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    if (parameters[p].kind != ValueKind::name) continue;
+    for (std::uint32_t v = 0; v < parameters[p].numeric.size(); ++v) {
+      // Judged at the nearest shape that measured enough configs with it.
+      for (const RanAt& at : shapes) {
+        std::vector<double> times;
+        const Config* best = nullptr;
+        double best_us = 0;
+        for (const auto& [config, median_us] : at.ran) {
+          if (config.choice[p] != v) continue;
+          times.push_back(median_us);
+          if (!best || median_us < best_us) {
+            best = &config;
+            best_us = median_us;
+          }
+        }
+        if (times.size() < costly_min_configs) continue;
+        std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+        const double ratio = times[times.size() / 2] / at.fastest;
+        if (ratio >= costly_factor) {
+          out.values.push_back({p, v, ratio, *at.shape});
+          const Repair repair = repairer.repair(*best, shape);
+          if (repair.ok() && taken.insert(*repair.config).second) out.best.push_back(*repair.config);
+        }
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace mlatune::strategies

@@ -12,7 +12,11 @@
 // fewest parameters changed), so that it keeps what was learned there.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/space.h"
@@ -44,5 +48,48 @@ double log_shape_distance(const Shape& a, const Shape& b);
 /// first, then the faster there.
 WarmStart warm_start(const SearchSpace& candidates, const Shape& shape, const std::vector<TunedText>& tuned,
                      std::size_t limit = 8);
+
+/// The shapes of `tuned` other than `shape` (parseable in `candidates`),
+/// distinct, nearest first (log_shape_distance; ties by the text).
+std::vector<std::string> tuned_shapes_nearest_first(const SearchSpace& candidates, const Shape& shape,
+                                                    const std::vector<TunedText>& tuned);
+
+/// Values of name parameters (algorithms, say) that were slow as a whole at
+/// a nearby shape: the median of their measured configs there took at least
+/// costly_factor times that shape's fastest, judged at the nearest shape
+/// that measured at least costly_min_configs configs with the value.  Why:
+/// a search's first, spread-out configs are proposed before any result at
+/// the new shape is in (a sweep's lookahead), and at S4 on an H100 about 30
+/// such configs of two algorithms took 10 of the shape's 17 s on the GPU,
+/// one launch each of 0.4 to 2.6 s.  A strategy leaves these values out of
+/// that spread and proposes, for each, its fastest config there (`best`,
+/// made valid here) instead: each algorithm is still seen once, by its most
+/// promising config, and (being measured) judged again at the next shape.
+inline constexpr double costly_factor = 10.0;
+inline constexpr std::size_t costly_min_configs = 3;
+
+/// One shape's earlier results: config text -> its median (nullopt: it did
+/// not run).
+struct MeasuredShape {
+  std::string shape;
+  std::map<std::string, std::optional<double>> results;
+};
+
+struct CostlyValue {
+  std::size_t parameter = 0;
+  std::uint32_t value = 0;
+  double median_ratio = 0;  // its median over the fastest at `shape`
+  std::string shape;        // where it was judged
+};
+struct CostlyValues {
+  std::vector<CostlyValue> values;  // parameter order, then value order
+  /// Their fastest configs where judged, valid here (those that repair), distinct.
+  std::vector<Config> best;
+};
+
+/// The costly values of `candidates`' name parameters at `shape`, from
+/// `measured`, nearest shape first.
+CostlyValues costly_values(const SearchSpace& candidates, const Shape& shape,
+                           const std::vector<MeasuredShape>& measured);
 
 }  // namespace mlatune::strategies
