@@ -551,6 +551,27 @@ TEST_F(SweepReplayed, TheNextShapeIsPreparedWhileThisOneDrainsAndMeasuredOnlyAft
   }
 }
 
+// A shape given twice is not prepared ahead of itself: the second time, every
+// config the first measured is already in the database, and none is
+// measured again.
+TEST_F(SweepReplayed, TheSameShapeTwiceIsNotPreparedAheadAndNothingIsMeasuredTwice) {
+  std::chrono::steady_clock::time_point now{};
+  SweepOptions options;
+  options.shapes = {space_->parse_shape(s0_), space_->parse_shape(s0_)};
+  options.strategy = parse_strategy_kind("random");
+  options.max_evals = 10;
+  options.seed = 4;
+  options.clock = [&now] { return now; };
+  Logged source(*data_, now, 4, true);
+  const SweepReport report = sweep(options, "twice.db", source);
+  ASSERT_EQ(report.shapes.size(), 2u);
+  EXPECT_EQ(report.shapes[0].results.size(), 10u);
+  EXPECT_EQ(report.shapes[1].results.size(), 0u);
+  EXPECT_EQ(report.shapes[1].already_measured, 10u);
+  EXPECT_EQ(report.shapes[1].prepared_ahead, 0u);
+  EXPECT_EQ(Store::open(dir_ / "twice.db", StoreMode::read_only).measurement_count(), 10);
+}
+
 // A stop request while the next shape is prepared ahead drops what was
 // prepared: that shape is not reported, nothing of it is recorded, and the
 // same sweep again measures it in full.  A time budget runs from when a

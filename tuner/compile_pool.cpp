@@ -1,5 +1,7 @@
 #include "tuner/compile_pool.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -12,9 +14,6 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
 
 #include "core/error.h"
 

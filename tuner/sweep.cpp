@@ -346,8 +346,12 @@ void Sweep::refill(ShapeRun& run, std::size_t room) {
 // its first candidates compile while this shape's last are measured and the
 // fastest re-timed, instead of after.  Its measurements start only with its
 // own begin_shape, in run_shape.
+// The same shape again is not prepared ahead: it must see every result of
+// this run as already measured.
 void Sweep::prepare_ahead(const ShapeRun& run, std::size_t following) {
-  if (following == last_shape || !run.proposals_done || !source_.prepares_across_shapes() || stopping()) return;
+  if (following == last_shape || !run.proposals_done || !source_.prepares_across_shapes() || stopping() ||
+      options_.shapes[following] == run.shape)
+    return;
   const std::size_t lookahead = source_.lookahead();
   if (run.in_flight.size() >= lookahead) return;
   if (!ahead_) ahead_ = open_run(following);

@@ -64,7 +64,9 @@ std::vector<std::string> tuned_shapes_nearest_first(const SearchSpace& candidate
 /// one launch each of 0.4 to 2.6 s.  A strategy leaves these values out of
 /// that spread and proposes, for each, its fastest config there (`best`,
 /// made valid here) instead: each algorithm is still seen once, by its most
-/// promising config, and (being measured) judged again at the next shape.
+/// promising config.  A shape that left a value out measured too few of its
+/// configs to judge it, so the shape after it judges the value where it was
+/// last measured in full, farther away.
 inline constexpr double costly_factor = 10.0;
 inline constexpr std::size_t costly_min_configs = 3;
 
