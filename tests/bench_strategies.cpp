@@ -12,8 +12,9 @@
 // bayes), cold and warm-started from the other fixture shapes (their best
 // configs, and the algorithms they found slow left out of the first spread,
 // as a sweep does with those shapes in its database: tuner/strategies/
-// warm_start.h), and cold and warm with 32 proposals made ahead of the results (what a GPU sweep with 16 compile
-// threads does: MeasurementSource::lookahead).  Then, per
+// warm_start.h), and cold and warm with 32 proposals made ahead of the
+// results (what a GPU sweep with 16 compile threads does:
+// MeasurementSource::lookahead).  Then, per
 // shape, whether the default strategy meets the target: within 3 %
 // with at most 10 % of the evaluations, and better than random search at
 // every budget (never worse at 5, 10 and 25 %, and fewer evaluations to 3 %).
