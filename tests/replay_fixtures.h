@@ -128,11 +128,7 @@ class FixtureSet {
           for (const auto& [config, time] : f.data->measured(f.shape)) m.results[flagship_->config_string(config)] = time;
       measured.push_back(std::move(m));
     }
-    const strategies::CostlyValues costly = strategies::costly_values(*target.space, target.shape, measured);
-    for (const strategies::CostlyValue& c : costly.values) context.costly_values.emplace_back(c.parameter, c.value);
-    for (const Config& c : costly.best)
-      if (std::find(context.warm_start.begin(), context.warm_start.end(), c) == context.warm_start.end())
-        context.warm_start.push_back(c);
+    strategies::add_costly_values(strategies::costly_values(*target.space, target.shape, measured), context);
     return context;
   }
 

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include "core/space.h"
+#include "tuner/strategy.h"
 
 namespace mlatune {
 namespace {
@@ -123,6 +125,17 @@ TEST(StrategyWarmStart, CostlyValuesAreJudgedAtTheNearestShapeThatMeasuredThem) 
   EXPECT_EQ(space.config_string(costly.best[0]), "ALGORITHM=tiled,THREADS=128,ITEMS=4,VECTOR=false");
   EXPECT_EQ(space.config_string(costly.best[1]), "ALGORITHM=unrolled,THREADS=32,ITEMS=2,VECTOR=false");
   for (const Config& c : costly.best) EXPECT_TRUE(space.check(c, here));
+
+  // Told to a context: both values, and the one best config not already in
+  // its warm start, after it.
+  StrategyContext context;
+  context.warm_start = {costly.best[1], space.parse_config("ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=false")};
+  EXPECT_EQ(strategies::add_costly_values(costly, context), 1u);
+  ASSERT_EQ(context.costly_values.size(), 2u);
+  EXPECT_EQ(context.costly_values[0], std::make_pair(costly.values[0].parameter, costly.values[0].value));
+  EXPECT_EQ(context.costly_values[1], std::make_pair(costly.values[1].parameter, costly.values[1].value));
+  ASSERT_EQ(context.warm_start.size(), 3u);
+  EXPECT_EQ(context.warm_start[2], costly.best[0]);
 
   // Below the factor, or with nothing measured, nothing is costly.
   near.results["ALGORITHM=tiled,THREADS=64,ITEMS=4,VECTOR=false"] = ms(9.9);

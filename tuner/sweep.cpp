@@ -261,17 +261,11 @@ void Sweep::add_costly_values(ShapeRun& run, const std::vector<strategies::Tuned
   }
   const strategies::CostlyValues costly = strategies::costly_values(subspace_, run.shape, measured);
   const auto& parameters = space_.parameters();
-  for (const strategies::CostlyValue& c : costly.values) {
+  for (const strategies::CostlyValue& c : costly.values)
     run.report.costly_values.push_back(fmt::format("{}={} ({:.0f}x at {})", parameters[c.parameter].name,
                                                    parameters[c.parameter].text[c.value], c.median_ratio,
                                                    c.shape));
-    context.costly_values.emplace_back(c.parameter, c.value);
-  }
-  for (const Config& c : costly.best)
-    if (std::find(context.warm_start.begin(), context.warm_start.end(), c) == context.warm_start.end()) {
-      context.warm_start.push_back(c);
-      ++run.report.warm_start;
-    }
+  run.report.warm_start += strategies::add_costly_values(costly, context);
 }
 
 // The next config to evaluate: the space's default first (when the plan says

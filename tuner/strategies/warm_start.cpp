@@ -139,4 +139,15 @@ CostlyValues costly_values(const SearchSpace& candidates, const Shape& shape,
   return out;
 }
 
+std::size_t add_costly_values(const CostlyValues& costly, StrategyContext& context) {
+  for (const CostlyValue& c : costly.values) context.costly_values.emplace_back(c.parameter, c.value);
+  std::size_t added = 0;
+  for (const Config& c : costly.best)
+    if (std::find(context.warm_start.begin(), context.warm_start.end(), c) == context.warm_start.end()) {
+      context.warm_start.push_back(c);
+      ++added;
+    }
+  return added;
+}
+
 }  // namespace mlatune::strategies

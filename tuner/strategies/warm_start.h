@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/space.h"
+#include "tuner/strategy.h"
 
 namespace mlatune::strategies {
 
@@ -93,5 +94,10 @@ struct CostlyValues {
 /// `measured`, nearest shape first.
 CostlyValues costly_values(const SearchSpace& candidates, const Shape& shape,
                            const std::vector<MeasuredShape>& measured);
+
+/// Tells `context` of `costly`: its values go to costly_values, and each
+/// value's best config joins the end of the warm start unless it is there
+/// already.  Returns how many configs joined.
+std::size_t add_costly_values(const CostlyValues& costly, StrategyContext& context);
 
 }  // namespace mlatune::strategies
