@@ -367,9 +367,9 @@ BENCHMARK(BM_ConfigsPerProgram)->Unit(benchmark::kMillisecond)->UseRealTime();
 // prologue compiled with each config (whole) and apart (one compiler, as a
 // compile thread or process of a sweep has: each prologue part compiled once
 // per iteration, its first config paying for it).  The configs: the first
-// `count` drawn at random (fixed seed) among those the flagship with
-// tests/data/flagship_prologue_apart.yaml compiles apart at the shape: 8 (the
-// CI smoke run) or 48 (closer to a sweep, where more configs share a part).
+// `count` drawn at random (fixed seed) among those the flagship compiles
+// apart at the shape (tf32x3_kvgemm and tf32x3_wgmma_ws): 8 (the CI smoke
+// run) or 48 (closer to a sweep, where more configs share a part).
 void flagship_apart(benchmark::State& state, const TargetShape& target, bool apart) {
   static const SearchSpace space = test_support::flagship_with_prologue_apart();
   const auto count = static_cast<std::size_t>(state.range(0));

@@ -211,10 +211,10 @@ TEST(EntryPtx, AnEntrysCodeIsItsOwnWhateverElseTheModuleHolds) {
 
 // ---- the flagship ---------------------------------------------------------------
 
-// What sharing and the code identity rest on, on the flagship template with
-// its prologue apart (tests/data/flagship_prologue_apart.yaml): for configs
-// drawn at random among those compiled apart at S1, S2 and S4, plus one
-// tf32x3_wgmma config with its expansion on wgmma:
+// What sharing and the code identity rest on, on the flagship as shipped
+// (its prologue apart for tf32x3_kvgemm and tf32x3_wgmma_ws): for fixed
+// configs and configs drawn at random among those compiled apart at S1, S2
+// and S4:
 //   - the prologue part compiled as the config itself and as the config
 //     `as` makes of it have the same code (so sharing one is sound);
 //   - the code identity is the whole compile's exactly where both parts have
@@ -240,7 +240,7 @@ TEST(FlagshipApart, EachPartHasTheCodeSharingAndTheIdentityClaim) {
                        algorithm, qpb, hpb, key_tile, float4, buckets, gemm);
   };
   std::vector<Case> cases = {
-      {"B=4,T=1024,H=16,D=64,R=128", fixed("tf32x3_wgmma", 128, 1, 64, false, "exact", "wgmma_m128")},
+      {"B=4,T=1024,H=16,D=64,R=128", fixed("tf32x3_kvgemm", 64, 1, 64, false, "exact", "wgmma_m128")},
       {"B=4,T=1024,H=16,D=64,R=128", fixed("tf32x3_wgmma_ws", 128, 1, 32, true, "exact", "wgmma_m128")},
       {"B=2,T=2048,H=32,D=64,R=256", fixed("tf32x3_kvgemm", 32, 2, 32, true, "bucketed", "wgmma_m64")},
       {"B=2,T=32,H=4,D=16,R=24", fixed("tf32x3_wgmma_ws", 64, 1, 32, true, "exact", "fma")},
@@ -254,6 +254,10 @@ TEST(FlagshipApart, EachPartHasTheCodeSharingAndTheIdentityClaim) {
     const std::optional<Config> a = space.prologue_apart_config(space.parse_config(cases[0].config), s2);
     ASSERT_TRUE(a);
     EXPECT_EQ(a, space.prologue_apart_config(space.parse_config(cases[1].config), s2));
+    // tf32x3_wgmma is compiled whole (the space says why).
+    const Config wgmma = space.parse_config(fixed("tf32x3_wgmma", 128, 1, 64, false, "exact", "wgmma_m128"));
+    ASSERT_TRUE(space.check(wgmma, s2));
+    EXPECT_FALSE(space.prologue_apart_config(wgmma, s2));
   }
   std::mt19937_64 rng(20261205);
   for (const char* shape : {"B=4,T=256,H=8,D=32,R=64", "B=4,T=1024,H=16,D=64,R=128", "B=1,T=4096,H=16,D=128,R=512"}) {
