@@ -1,6 +1,7 @@
 // tf32x3_wgmma and tf32x3_wgmma_ws compile everywhere the space says they
-// are valid, for sm_90a (the only target with wgmma), with no spills, and
-// their PTX holds wgmma (and, warp-specialized, the named-barrier hand-off):
+// are valid, for sm_90a (the only target with wgmma), with no spills and no
+// wgmma that ptxas serialized, and their PTX holds wgmma (and,
+// warp-specialized, the named-barrier hand-off):
 // every valid config at S0-S4, three odd shapes and the largest D bucket,
 // with FLOAT4 and STAGE_WEIGHTS off and the mma.sync expansion (they change
 // only the prologue, which MlaTemplates compiles for every config at S0 and
@@ -34,6 +35,38 @@ SearchSpace wgmma_space(const std::string& algorithm = "tf32x3_wgmma") {
       .restrict({"ALGORITHM == " + algorithm, "!FLOAT4", "!STAGE_WEIGHTS", "EXPAND_GEMM == mma_sync"});
 }
 
+// ptxas's remark that it serialized the kernel's wgmma ("Potential
+// Performance Loss: wgmma.mma_async instructions are serialized due to
+// ..."), whatever its code: empty when the log has none.
+std::string wgmma_serialized_remark(const std::string& log) {
+  const std::size_t at = log.find("wgmma.mma_async instructions are serialized");
+  if (at == std::string::npos) return {};
+  const std::size_t begin = log.rfind('\n', at);
+  const std::size_t end = log.find('\n', at);
+  return log.substr(begin == std::string::npos ? 0 : begin + 1,
+                    (end == std::string::npos ? log.size() : end) - (begin == std::string::npos ? 0 : begin + 1));
+}
+bool wgmma_serialized(const std::string& log) { return !wgmma_serialized_remark(log).empty(); }
+
+TEST(WgmmaSerializedRemark, MatchesEveryCodeAndNothingElse) {
+  // Both remarks as ptxas 13.0 printed them for tf32x3_wgmma_ws variants
+  // that were then 9-43% slower on an H100 (docs/performance.md).
+  const std::string c7518 =
+      "ptxas info    : (C7518) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+      "program dependence on compiler-inserted WG.DP in divergent path in the function 'fused_mla_attention'\n"
+      "ptxas info    : Used 166 registers, used 16 barriers";
+  const std::string c7520 =
+      "ptxas info    : 330 bytes gmem\nptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async "
+      "instructions are serialized due to program dependence on compiler-inserted WG.AR in divergent path in the "
+      "function 'fused_mla_attention'";
+  EXPECT_TRUE(wgmma_serialized(c7518));
+  EXPECT_TRUE(wgmma_serialized(c7520));
+  EXPECT_EQ(wgmma_serialized_remark(c7518).rfind("ptxas info    : (C7518)", 0), 0u) << wgmma_serialized_remark(c7518);
+  EXPECT_EQ(wgmma_serialized_remark(c7518).find("registers"), std::string::npos);
+  EXPECT_FALSE(wgmma_serialized("ptxas info    : Used 166 registers, used 16 barriers\n"));
+  EXPECT_FALSE(wgmma_serialized(""));
+}
+
 // (algorithm, shape)
 using WgmmaParam = std::tuple<const char*, NamedShape>;
 class MlaWgmmaTemplates : public ::testing::TestWithParam<WgmmaParam> {};
@@ -64,16 +97,19 @@ TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
     fmt::print("  {}: {} registers, stack {} B, spills {} / {} B\n", config, u.registers, u.stack_frame_bytes,
                u.spill_store_bytes, u.spill_load_bytes);
     if (u.spills()) ++spills;
-    // ptxas serializes every wgmma when it cannot prove a branch uniform.
-    if (result.log().find("C7520") != std::string::npos) {
+    // ptxas serializes every wgmma of the kernel (a wait after each) when it
+    // cannot prove a branch uniform over the warpgroup; its remark names the
+    // reason by code (C7518, C7520, ...), so the text is what is matched.
+    if (wgmma_serialized(result.log())) {
       ++serialized;
-      fmt::print("    wgmma serialized (C7520)\n");
+      fmt::print("    wgmma serialized: {}\n", wgmma_serialized_remark(result.log()));
     }
   }
   fmt::print("{} {}: {} {} configs for sm_90a, {} failed, {} spill, {} serialized\n", named.name, named.text,
              jobs.size(), algorithm, failures, spills, serialized);
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(spills, 0);
+  EXPECT_EQ(serialized, 0) << "ptxas serialized the wgmma of " << serialized << " config(s)";
 
   // The first config's PTX: the S product (3 per 8 columns of D) and the O
   // product are wgmma, and nothing falls back to mma.sync.
@@ -85,9 +121,8 @@ TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
   EXPECT_EQ(count_of(ptx, "wgmma.mma_async.sync.aligned.m64n"), wgmma);
   if (algorithm == "tf32x3_wgmma_ws") {
     // The producer's arrivals and the consumers' waits on the ring's named
-    // barriers (ids 1-4; 0 is __syncthreads), and no serialized wgmma.
+    // barriers (ids 1-4; 0 is __syncthreads).
     EXPECT_GE(count_of(ptx, "bar.arrive"), 2u) << "no named-barrier arrival in the PTX";
-    EXPECT_EQ(serialized, 0);
   }
 }
 
