@@ -49,8 +49,10 @@ std::string wgmma_serialized_remark(const std::string& log) {
 bool wgmma_serialized(const std::string& log) { return !wgmma_serialized_remark(log).empty(); }
 
 TEST(WgmmaSerializedRemark, MatchesEveryCodeAndNothingElse) {
-  // Both remarks as ptxas 13.0 printed them for tf32x3_wgmma_ws variants
-  // that were then 9-43% slower on an H100 (docs/performance.md).
+  // Both remarks as ptxas 13.0 printed them for variants of tf32x3_wgmma_ws
+  // tried in the twenty-sixth session (docs/performance.md): C7518 for one
+  // whose every config then ran 9-43% slower on an H100, C7520 for the
+  // bucketed configs of another.
   const std::string c7518 =
       "ptxas info    : (C7518) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
       "program dependence on compiler-inserted WG.DP in divergent path in the function 'fused_mla_attention'\n"
