@@ -8,6 +8,7 @@
 // S4 and MlaExpandTemplates at odd shapes).  No GPU needed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <future>
 #include <optional>
@@ -41,10 +42,10 @@ SearchSpace wgmma_space(const std::string& algorithm = "tf32x3_wgmma") {
 std::string wgmma_serialized_remark(const std::string& log) {
   const std::size_t at = log.find("wgmma.mma_async instructions are serialized");
   if (at == std::string::npos) return {};
-  const std::size_t begin = log.rfind('\n', at);
-  const std::size_t end = log.find('\n', at);
-  return log.substr(begin == std::string::npos ? 0 : begin + 1,
-                    (end == std::string::npos ? log.size() : end) - (begin == std::string::npos ? 0 : begin + 1));
+  const std::size_t newline = log.rfind('\n', at);
+  const std::size_t begin = newline == std::string::npos ? 0 : newline + 1;
+  const std::size_t end = std::min(log.find('\n', at), log.size());  // npos: to the end
+  return log.substr(begin, end - begin);
 }
 bool wgmma_serialized(const std::string& log) { return !wgmma_serialized_remark(log).empty(); }
 
