@@ -119,9 +119,10 @@ static_assert(kKeyTile % kUnroll == 0, "UNROLL must divide KEY_TILE");
 static_assert(kVec == 1 || (kR % 4 == 0 && kD % 4 == 0), "FLOAT4 needs R % 4 == 0 and D % 4 == 0");
 static_assert(!kExpanded || kD % (kTpq * kVec) == 0,
               "expanded needs D divisible by THREADS_PER_QUERY (x4 with FLOAT4)");
-static_assert(!kTc || (kTpq == 2 && kQpb % 16 == 0 && kStage && kUnroll == 1 && kKeyTile % 16 == 0),
+static_assert(!kTc || (kTpq == 2 && kQpb % 16 == 0 && kStage && (kUnroll == 1 || kWgmmaWs) && kKeyTile % 16 == 0),
               "tf32x3 needs THREADS_PER_QUERY 2 (a warp per 16 queries), QUERIES_PER_BLOCK a "
-              "multiple of 16, STAGE_LATENT, UNROLL 1 and KEY_TILE a multiple of 16");
+              "multiple of 16, STAGE_LATENT, UNROLL 1 (tf32x3_wgmma_ws: its schedule) and KEY_TILE a "
+              "multiple of 16");
 
 // Absorbed: lane j owns the R-chunks j, j + kTpq, j + 2 kTpq, ... of kVec
 // floats each; the last round may be partial (R need not divide evenly).

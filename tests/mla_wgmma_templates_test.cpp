@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -186,6 +187,68 @@ TEST(MlaWgmmaWsSpace, ValidWhereItsRingFitsAndTheBlockHasAProducer) {
   });
   EXPECT_EQ(at_d256, 0u);
   EXPECT_GE(at_s2, 8u);
+}
+
+// tf32x3_wgmma_ws's UNROLL is its consumers' schedule (mla_wgmma_ws.cuh):
+// the PTX of one config per value at S3 (128 query rows, two consumers,
+// KEY_TILE 32) says which: 1 waits for all of a tile's products at once and
+// keeps the block's registers as launched; 2 and 4 wait for S with a
+// product still in flight (wait_group 1) and hand the producer's registers
+// to the consumers (setmaxnreg); 4 alone feeds S's Q hi products from
+// registers, so more of its wgmma take A from registers (P V's always do).
+TEST(MlaWgmmaWsSchedule, UnrollPicksTheConsumersSchedule) {
+  const SearchSpace space = SearchSpace::load(space_file);
+  const Shape s3 = space.parse_shape("B=2,T=2048,H=32,D=64,R=256");
+  std::map<int, std::string> ptx;
+  for (int unroll : {1, 2, 4}) {
+    const Config config = space.parse_config(fmt::format(
+        "ALGORITHM=tf32x3_wgmma_ws,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=128,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
+        "KEY_TILE=32,FLOAT4=false,UNROLL={},STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=wgmma_m128",
+        unroll));
+    const Validity validity = space.check(config, s3);
+    ASSERT_TRUE(validity.valid) << "UNROLL " << unroll << ": " << validity.failed_constraint;
+    ptx[unroll] = ptx_of(compile_request(space, config, s3, "sm_90a"));
+    ASSERT_FALSE(ptx[unroll].empty());
+  }
+  // A from registers: "{%f..}, {%r" (an A fragment) rather than "{%f..}, %rd" (a descriptor).
+  auto register_a = [](const std::string& text) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find("wgmma.mma_async"); at != std::string::npos;
+         at = text.find("wgmma.mma_async", at + 1)) {
+      const std::size_t close = text.find('}', at);
+      if (close != std::string::npos && text.compare(close, 4, "}, {") == 0) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(count_of(ptx[1], "wgmma.wait_group.sync.aligned 1"), 0u);
+  EXPECT_EQ(count_of(ptx[1], "setmaxnreg"), 0u);
+  for (int unroll : {2, 4}) {
+    EXPECT_GE(count_of(ptx[unroll], "wgmma.wait_group.sync.aligned 1"), 1u) << "UNROLL " << unroll;
+    EXPECT_EQ(count_of(ptx[unroll], "setmaxnreg.dec"), 1u) << "UNROLL " << unroll;
+    EXPECT_EQ(count_of(ptx[unroll], "setmaxnreg.inc"), 1u) << "UNROLL " << unroll;
+  }
+  // P V's 12 (3 products x 4 groups of 8 keys, D 64 in one N = 64 chunk),
+  // which UNROLL 2 issues in two places (in the loop and after it); UNROLL 4
+  // adds S's Q hi products, 2 per 8 columns of D, in both of its S sites.
+  EXPECT_EQ(register_a(ptx[1]), 12u);
+  EXPECT_EQ(register_a(ptx[2]), 2 * register_a(ptx[1]));
+  EXPECT_EQ(register_a(ptx[4]), register_a(ptx[2]) + 2 * 2 * (64 / 8));
+  fmt::print("wgmma with A from registers: UNROLL 1 {}, 2 {}, 4 {}\n", register_a(ptx[1]), register_a(ptx[2]),
+             register_a(ptx[4]));
+
+  // Bucketed and, above D 40, the tiles that spilled are UNROLL 1 only.
+  std::size_t scheduled = 0;
+  space.restrict({"ALGORITHM == tf32x3_wgmma_ws", "UNROLL > 1"}).for_each_valid(s3, [&](const Config& config) {
+    const std::string text = space.config_string(config);
+    EXPECT_NE(text.find("SHAPE_BUCKETS=exact"), std::string::npos) << text;
+    EXPECT_EQ(text.find("QUERIES_PER_BLOCK=256"), std::string::npos) << text;
+    EXPECT_FALSE(text.find("QUERIES_PER_BLOCK=128") != std::string::npos &&
+                 text.find("KEY_TILE=64") != std::string::npos)
+        << text;
+    ++scheduled;
+    return true;
+  });
+  EXPECT_GT(scheduled, 0u);
 }
 
 // The space's `requires:` makes a tf32x3_wgmma config compile for sm_90a
