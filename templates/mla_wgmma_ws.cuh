@@ -140,19 +140,36 @@ __device__ __forceinline__ void ws_produce(float* ring, const float* kv_ws, int 
   }
 }
 
+// Where a consumer thread's rows are, for ws_consume and ws_consume_overlap.
+struct WsRows {
+  int wrow0;     // the warpgroup's first query row
+  int row;       // this thread's rows: row, row + 8
+  int last_key;  // the warpgroup's rows' last key; -1: no row
+  int ntiles;    // key tiles of the block
+  const float* qhi;
+  const float* qlo;
+  const float* ring;
+  float lscale;  // logits in log2 units (softmax by ex2)
+};
+__device__ __forceinline__ WsRows ws_rows(const float* smem, int T, float scale, int t0, int s_end, int tid) {
+  const int wg_row = (tid / 128) * kWgRows;
+  const int wrow0 = t0 + wg_row;
+  const float* qhi = smem + wg_offset(wg_row, 0, kDp);
+  return WsRows{wrow0,
+                wrow0 + ((tid / 32) % 4) * 16 + (tid % 32) / 4,
+                wrow0 < T ? min(wrow0 + kWgRows, T) - 1 : -1,
+                (s_end + kKeyTile - 1) / kKeyTile,
+                qhi,
+                qhi + kWgQFloats,
+                smem + 2 * kWgQFloats,
+                scale * 1.4426950408889634f};
+}
+
 // A consumer warpgroup (tid 0 .. 128 kWsConsumers - 1): its 64 query rows
 // over every tile of the ring, then its rows of out.
 __device__ __forceinline__ void ws_consume(const float* smem, float* out, int T, float scale, int b, int t0,
                                            int h, int s_end, int tid, const Dims& dims) {
-  const int wg_row = (tid / 128) * kWgRows;
-  const int wrow0 = t0 + wg_row;
-  const int row = wrow0 + ((tid / 32) % 4) * 16 + (tid % 32) / 4;  // this thread's rows: row, row + 8
-  const float* qhi = smem + wg_offset(wg_row, 0, kDp);
-  const float* qlo = qhi + kWgQFloats;
-  const float* ring = smem + 2 * kWgQFloats;
-  const float lscale = scale * 1.4426950408889634f;  // logits in log2 units (softmax by ex2)
-  const int last_key = wrow0 < T ? min(wrow0 + kWgRows, T) - 1 : -1;  // its rows' last key; -1: no row
-  const int ntiles = (s_end + kKeyTile - 1) / kKeyTile;
+  const auto [wrow0, row, last_key, ntiles, qhi, qlo, ring, lscale] = ws_rows(smem, T, scale, t0, s_end, tid);
 
   float o[kDp / 2];
 #pragma unroll
@@ -300,15 +317,7 @@ __device__ __forceinline__ void ws_split_p(const float (&s)[kKeyTile / 2], unsig
 // tiles past its rows are only waited for and released.
 __device__ __forceinline__ void ws_consume_overlap(const float* smem, float* out, int T, float scale, int b,
                                                    int t0, int h, int s_end, int tid, const Dims& dims) {
-  const int wg_row = (tid / 128) * kWgRows;
-  const int wrow0 = t0 + wg_row;
-  const int row = wrow0 + ((tid / 32) % 4) * 16 + (tid % 32) / 4;  // this thread's rows: row, row + 8
-  const float* qhi = smem + wg_offset(wg_row, 0, kDp);
-  const float* qlo = qhi + kWgQFloats;
-  const float* ring = smem + 2 * kWgQFloats;
-  const float lscale = scale * 1.4426950408889634f;  // logits in log2 units (softmax by ex2)
-  const int last_key = wrow0 < T ? min(wrow0 + kWgRows, T) - 1 : -1;  // its rows' last key; -1: no row
-  const int ntiles = (s_end + kKeyTile - 1) / kKeyTile;
+  const auto [wrow0, row, last_key, ntiles, qhi, qlo, ring, lscale] = ws_rows(smem, T, scale, t0, s_end, tid);
   const int mine = last_key < 0 ? 0 : min(ntiles, last_key / kKeyTile + 1);  // uniform over the warpgroup
 
   float o[kDp / 2];
@@ -330,7 +339,7 @@ __device__ __forceinline__ void ws_consume_overlap(const float* smem, float* out
       qh[k][3] = __float_as_uint(qhi[wg_offset(g + 8, 8 * k + c + 4, kDp)]);
     }
   }
-  auto issue_scores = [&](float (&s)[kKeyTile / 2], const float* stage) {
+  auto issue_scores = [&, qhi = qhi, qlo = qlo](float (&s)[kKeyTile / 2], const float* stage) {
     if constexpr (kUnroll == 4)
       ws_issue_scores(s, qh, qlo, stage, stage + kWgKFloats, dims);
     else
