@@ -140,36 +140,19 @@ __device__ __forceinline__ void ws_produce(float* ring, const float* kv_ws, int 
   }
 }
 
-// Where a consumer thread's rows are, for ws_consume and ws_consume_overlap.
-struct WsRows {
-  int wrow0;     // the warpgroup's first query row
-  int row;       // this thread's rows: row, row + 8
-  int last_key;  // the warpgroup's rows' last key; -1: no row
-  int ntiles;    // key tiles of the block
-  const float* qhi;
-  const float* qlo;
-  const float* ring;
-  float lscale;  // logits in log2 units (softmax by ex2)
-};
-__device__ __forceinline__ WsRows ws_rows(const float* smem, int T, float scale, int t0, int s_end, int tid) {
-  const int wg_row = (tid / 128) * kWgRows;
-  const int wrow0 = t0 + wg_row;
-  const float* qhi = smem + wg_offset(wg_row, 0, kDp);
-  return WsRows{wrow0,
-                wrow0 + ((tid / 32) % 4) * 16 + (tid % 32) / 4,
-                wrow0 < T ? min(wrow0 + kWgRows, T) - 1 : -1,
-                (s_end + kKeyTile - 1) / kKeyTile,
-                qhi,
-                qhi + kWgQFloats,
-                smem + 2 * kWgQFloats,
-                scale * 1.4426950408889634f};
-}
-
 // A consumer warpgroup (tid 0 .. 128 kWsConsumers - 1): its 64 query rows
 // over every tile of the ring, then its rows of out.
 __device__ __forceinline__ void ws_consume(const float* smem, float* out, int T, float scale, int b, int t0,
                                            int h, int s_end, int tid, const Dims& dims) {
-  const auto [wrow0, row, last_key, ntiles, qhi, qlo, ring, lscale] = ws_rows(smem, T, scale, t0, s_end, tid);
+  const int wg_row = (tid / 128) * kWgRows;
+  const int wrow0 = t0 + wg_row;
+  const int row = wrow0 + ((tid / 32) % 4) * 16 + (tid % 32) / 4;  // this thread's rows: row, row + 8
+  const float* qhi = smem + wg_offset(wg_row, 0, kDp);
+  const float* qlo = qhi + kWgQFloats;
+  const float* ring = smem + 2 * kWgQFloats;
+  const float lscale = scale * 1.4426950408889634f;  // logits in log2 units (softmax by ex2)
+  const int last_key = wrow0 < T ? min(wrow0 + kWgRows, T) - 1 : -1;  // its rows' last key; -1: no row
+  const int ntiles = (s_end + kKeyTile - 1) / kKeyTile;
 
   float o[kDp / 2];
 #pragma unroll
@@ -189,6 +172,10 @@ __device__ __forceinline__ void ws_consume(const float* smem, float* out, int T,
     // moving that loop's body into a function shared with this one changed
     // the PTX of 14 of the 44 shipped tf32x3_wgmma entries (NVVM schedules
     // it differently), which would have to be measured again on an H200.
+    // For the same reason this function shares nothing with
+    // ws_consume_overlap (UNROLL 2 and 4), though they begin alike: taking
+    // the nine lines of setup from one helper gave every ws config other
+    // code (code_identities, 2026-12-06), unmeasured on a GPU.
     if (s0 <= last_key) {  // uniform over the warpgroup
       float s[kKeyTile / 2];
 #pragma unroll
@@ -317,7 +304,15 @@ __device__ __forceinline__ void ws_split_p(const float (&s)[kKeyTile / 2], unsig
 // tiles past its rows are only waited for and released.
 __device__ __forceinline__ void ws_consume_overlap(const float* smem, float* out, int T, float scale, int b,
                                                    int t0, int h, int s_end, int tid, const Dims& dims) {
-  const auto [wrow0, row, last_key, ntiles, qhi, qlo, ring, lscale] = ws_rows(smem, T, scale, t0, s_end, tid);
+  const int wg_row = (tid / 128) * kWgRows;
+  const int wrow0 = t0 + wg_row;
+  const int row = wrow0 + ((tid / 32) % 4) * 16 + (tid % 32) / 4;  // this thread's rows: row, row + 8
+  const float* qhi = smem + wg_offset(wg_row, 0, kDp);
+  const float* qlo = qhi + kWgQFloats;
+  const float* ring = smem + 2 * kWgQFloats;
+  const float lscale = scale * 1.4426950408889634f;  // logits in log2 units (softmax by ex2)
+  const int last_key = wrow0 < T ? min(wrow0 + kWgRows, T) - 1 : -1;  // its rows' last key; -1: no row
+  const int ntiles = (s_end + kKeyTile - 1) / kKeyTile;
   const int mine = last_key < 0 ? 0 : min(ntiles, last_key / kKeyTile + 1);  // uniform over the warpgroup
 
   float o[kDp / 2];
@@ -333,13 +328,15 @@ __device__ __forceinline__ void ws_consume_overlap(const float* smem, float* out
     const int g = ((tid / 32) % 4) * 16 + (tid % 32) / 4, c = tid % 4;
 #pragma unroll
     for (int k = 0; k < kQFrags; ++k) {
-      qh[k][0] = __float_as_uint(qhi[wg_offset(g, 8 * k + c, kDp)]);
-      qh[k][1] = __float_as_uint(qhi[wg_offset(g + 8, 8 * k + c, kDp)]);
-      qh[k][2] = __float_as_uint(qhi[wg_offset(g, 8 * k + c + 4, kDp)]);
-      qh[k][3] = __float_as_uint(qhi[wg_offset(g + 8, 8 * k + c + 4, kDp)]);
+      const int at0 = wg_offset(g, 8 * k + c, kDp), at1 = wg_offset(g + 8, 8 * k + c, kDp);
+      const int at2 = wg_offset(g, 8 * k + c + 4, kDp), at3 = wg_offset(g + 8, 8 * k + c + 4, kDp);
+      qh[k][0] = __float_as_uint(qhi[at0]);
+      qh[k][1] = __float_as_uint(qhi[at1]);
+      qh[k][2] = __float_as_uint(qhi[at2]);
+      qh[k][3] = __float_as_uint(qhi[at3]);
     }
   }
-  auto issue_scores = [&, qhi = qhi, qlo = qlo](float (&s)[kKeyTile / 2], const float* stage) {
+  auto issue_scores = [&](float (&s)[kKeyTile / 2], const float* stage) {
     if constexpr (kUnroll == 4)
       ws_issue_scores(s, qh, qlo, stage, stage + kWgKFloats, dims);
     else
