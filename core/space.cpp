@@ -442,19 +442,24 @@ std::string SearchSpace::shape_string(const Shape& shape) const {
   return out;
 }
 
-Config SearchSpace::parse_config(std::string_view text) const {
-  const auto& parameters = impl_->parameters;
+Config SearchSpace::parse_config(std::string_view text) const { return impl_->parse_config(text, false); }
+
+Config SearchSpace::parse_config_or_default(std::string_view text) const {
+  return impl_->parse_config(text, true);
+}
+
+Config SearchSpace::Impl::parse_config(std::string_view text, bool fill_default) const {
   Config config;
   config.choice.assign(parameters.size(), 0);
   std::vector<bool> seen(parameters.size(), false);
   if (!parameters.empty() || !text.empty()) {
-    for (const auto& [name, value] : split_assignments(text, "config", impl_->parameters_where)) {
+    for (const auto& [name, value] : split_assignments(text, "config", parameters_where)) {
       // An init-capture: clang before 16 cannot capture a structured binding
       // itself, and the fuzz build (scripts/fuzz) compiles with clang.
       auto it = std::find_if(parameters.begin(), parameters.end(),
                              [&wanted = name](const Parameter& p) { return p.name == wanted; });
       if (it == parameters.end())
-        throw InputError(impl_->parameters_where,
+        throw InputError(parameters_where,
                          fmt::format("config '{}': unknown parameter '{}'", text, name));
       std::size_t index = static_cast<std::size_t>(it - parameters.begin());
       if (seen[index])
@@ -470,10 +475,13 @@ Config SearchSpace::parse_config(std::string_view text) const {
       seen[index] = true;
     }
   }
-  for (std::size_t i = 0; i < parameters.size(); ++i)
-    if (!seen[i])
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (seen[i]) continue;
+    if (!fill_default)
       throw InputError(parameters[i].where,
                        fmt::format("config '{}' lacks parameter '{}'", text, parameters[i].name));
+    config.choice[i] = default_config.choice[i];
+  }
   return config;
 }
 

@@ -251,6 +251,11 @@ class SearchSpace {
   std::string shape_string(const Shape&) const;
   /// "ALGORITHM=absorbed,THREADS_PER_QUERY=4,..." (all parameters required).
   Config parse_config(std::string_view text) const;
+  /// The same, except that a parameter the text does not name takes the
+  /// default config's value: for a config written before the parameter was
+  /// added to the space (carry-over, whose code identity then says whether
+  /// that value gives the code that was measured).
+  Config parse_config_or_default(std::string_view text) const;
   std::string config_string(const Config&) const;
 
   // ---- expression evaluators ---------------------------------------------

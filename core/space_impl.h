@@ -128,6 +128,8 @@ class SearchSpace::Impl : public SpaceData {
   void bind_config(ExpressionEvaluator& evaluator, const Config& config) const;
   void check_shape(const Shape& shape) const;
   void check_config(const Config& config) const;
+  /// SearchSpace::parse_config (fill_default false) and parse_config_or_default.
+  Config parse_config(std::string_view text, bool fill_default) const;
   /// A constraint holds when it is non-zero (NaN does not hold).
   static bool holds(double value) { return value != 0.0 && value == value; }
 

@@ -242,7 +242,7 @@ TEST_F(CodeIdentity_, WhatCannotBeIdentifiedSaysWhy) {
   const fs::path a = version("a", kernel_, space_);
   const std::vector<CodeIdentity> out =
       identities(a, {{shape_text, "ALGORITHM=unrolled,THREADS=128,ITEMS=1,VECTOR=false", "sm_90"},
-                     {shape_text, "ALGORITHM=plain,THREADS=128,ITEMS=1", "sm_90"},
+                     {shape_text, "ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=false,COLOR=red", "sm_90"},
                      {"N=1000,M=3", "ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=true", "sm_90"},
                      {shape_text, config_text, "sm_999"}});
   ASSERT_EQ(out.size(), 4u);
@@ -287,6 +287,43 @@ TEST_F(CodeIdentity_, CarryOverKeepsExactlyTheEntriesWhoseCodeIsTheSame) {
     EXPECT_EQ(carry.refused[i].first, entries[i + 1]);
     EXPECT_NE(carry.refused[i].second.find(reasons[i]), std::string::npos) << carry.refused[i].second;
   }
+}
+
+// A parameter added to the space after an entry was measured (the flagship's
+// KEY_SPLITS): the entry's config, which does not name it, is compiled with
+// the default value, carried over where that gives the measured code, and
+// written in the new version's form; where the default gives other code, the
+// entry is refused as changed.
+TEST_F(CodeIdentity_, AParameterAddedSinceTheEntryTakesItsDefault) {
+  const fs::path a = version("a", kernel_, space_);
+  const std::string wide_kernel =
+      replaced(kernel_, "y[i] = scale * x[i]", "y[i] = (WIDE ? 2.0f : 1.0f) * scale * x[i]");
+  auto with_wide = [&](const std::string& default_value) {
+    return replaced(replaced(space_, "  VECTOR: [false, true]\n", "  VECTOR: [false, true]\n  WIDE: [false, true]\n"),
+                    "VECTOR: false}", "VECTOR: false, WIDE: " + default_value + "}");
+  };
+  const fs::path b = version("b", wide_kernel, with_wide("false"));
+  const fs::path c = version("c", wide_kernel, with_wide("true"));
+  const SearchSpace sb = SearchSpace::load(b), sc = SearchSpace::load(c);
+  ASSERT_EQ(sb.parameters().size(), 5u);
+  // The strict parse still refuses the old text; the carry-over's fills it in.
+  EXPECT_THROW(sb.parse_config(config_text), InputError);
+  EXPECT_EQ(sb.config_string(sb.parse_config_or_default(config_text)), std::string(config_text) + ",WIDE=false");
+  EXPECT_EQ(sc.config_string(sc.parse_config_or_default(config_text)), std::string(config_text) + ",WIDE=true");
+  EXPECT_THROW(sb.parse_config_or_default("ALGORITHM=plain,THREADS=128,ITEMS=1,VECTOR=false,WIDE=maybe"), InputError);
+
+  const std::vector<PortableEntry> entries = {entry(a, config_text, identity(a))};
+  CompilePool pool(compiler_, 2);
+  const CarryOver kept = carry_over(sb, entries, pool);
+  ASSERT_EQ(kept.carried.size(), 1u) << (kept.refused.empty() ? "" : kept.refused[0].second);
+  EXPECT_EQ(kept.carried[0].config, std::string(config_text) + ",WIDE=false");
+  EXPECT_EQ(kept.carried[0].kernel.template_hash, sb.template_hash());
+  EXPECT_EQ(sb.parse_config(kept.carried[0].config), sb.parse_config_or_default(config_text));
+  // The default that doubles every output is other code: refused.
+  const CarryOver refused = carry_over(sc, entries, pool);
+  EXPECT_TRUE(refused.carried.empty());
+  ASSERT_EQ(refused.refused.size(), 1u);
+  EXPECT_NE(refused.refused[0].second.find("its code changed"), std::string::npos) << refused.refused[0].second;
 }
 
 TEST_F(CodeIdentity_, ExportWritesIdentitiesAndImportCarriesOnlyUnchangedCode) {

@@ -281,8 +281,11 @@ std::vector<CodeIdentity> code_identities(const SearchSpace& space, const std::v
       auto found = per_device.find(s.arch);
       if (found == per_device.end()) found = per_device.emplace(s.arch, space.for_device(s.arch)).first;
       const SearchSpace& there = found->second;
-      const Config config = there.parse_config(s.config);
+      // (A parameter the space gained since the config was written takes
+      // its default value; the identity says whether that is the same code.)
+      const Config config = there.parse_config_or_default(s.config);
       const Shape shape = there.parse_shape(s.shape);
+      out[i].config = there.config_string(config);
       if (const Validity v = there.check(config, shape); !v.valid) {
         out[i].refusal = "not a valid config at its shape under this version: " + v.failed_constraint;
         continue;
@@ -383,6 +386,7 @@ CarryOver carry_over(const SearchSpace& space, const std::vector<PortableEntry>&
     } else {
       PortableEntry carried = e;
       carried.kernel = {space.kernel_name(), space.template_hash(), space.definition_hash()};
+      carried.config = identities[i].config;
       out.carried.push_back(std::move(carried));
     }
   }

@@ -68,6 +68,9 @@ struct CodeSubject {
 /// An identity, or why there is none.
 struct CodeIdentity {
   std::string hash;
+  /// The subject's config as this version writes it (a parameter added
+  /// since it was written takes the default config's value).
+  std::string config;
   std::string refusal;  // the config does not parse, is invalid, cannot launch, or does not compile
   bool ok() const { return refusal.empty(); }
 };
