@@ -70,7 +70,7 @@
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
     !defined(SHAPE_BUCKETS) || !defined(SHAPE_BUCKETS_bucketed) || !defined(EXPAND_GEMM) || \
     !defined(EXPAND_GEMM_mma_sync) || !defined(EXPAND_GEMM_wgmma_m128) || !defined(EXPAND_GEMM_fma) || \
-    !defined(EXPAND_GEMM_fma_cluster)
+    !defined(EXPAND_GEMM_fma_cluster) || !defined(KEY_SPLITS)
 #error "fused_mla_attention needs every parameter of its search space as -D"
 #endif
 
@@ -106,6 +106,14 @@ constexpr int kKeyTile = KEY_TILE;
 constexpr int kVec = FLOAT4 ? 4 : 1;  // floats per load
 constexpr int kUnroll = UNROLL;       // keys per online-softmax step
 constexpr bool kBucketed = SHAPE_BUCKETS == SHAPE_BUCKETS_bucketed;
+// KEY_SPLITS (tf32x3, tf32x3_2k and tf32x3_kvgemm, sm_90): a query tile's
+// key tiles shared out over a thread-block cluster of kSplits blocks
+// (consecutive blockIdx.x, the kernel's __cluster_dims__), each with its own
+// online softmax over its share; then the blocks merge their states through
+// distributed shared memory (see tf32x3 below).  For shapes with few
+// (batch, head group, query tile) blocks, where one block walking every key
+// tile of the last query tile is the whole time.
+constexpr int kSplits = KEY_SPLITS;
 
 static_assert(kTpq >= 1 && kTpq <= 32 && (kTpq & (kTpq - 1)) == 0,
               "THREADS_PER_QUERY must be a power of two <= 32");
@@ -119,6 +127,9 @@ static_assert(kKeyTile % kUnroll == 0, "UNROLL must divide KEY_TILE");
 static_assert(kVec == 1 || (kR % 4 == 0 && kD % 4 == 0), "FLOAT4 needs R % 4 == 0 and D % 4 == 0");
 static_assert(!kExpanded || kD % (kTpq * kVec) == 0,
               "expanded needs D divisible by THREADS_PER_QUERY (x4 with FLOAT4)");
+static_assert(kSplits == 1 || ((kSplits == 2 || kSplits == 4 || kSplits == 8) && kTc && !kWgmma && !kWgmmaWs &&
+                                (kHpb * kQpb) % kSplits == 0),
+              "KEY_SPLITS (2, 4 or 8) is the mma.sync attention's (tf32x3, tf32x3_2k, tf32x3_kvgemm)");
 static_assert(!kTc || (kTpq == 2 && kQpb % 16 == 0 && kStage && (kUnroll == 1 || kWgmmaWs) && kKeyTile % 16 == 0),
               "tf32x3 needs THREADS_PER_QUERY 2 (a warp per 16 queries), QUERIES_PER_BLOCK a "
               "multiple of 16, STAGE_LATENT, UNROLL 1 (tf32x3_wgmma_ws: its schedule) and KEY_TILE a "
@@ -792,6 +803,38 @@ __device__ __forceinline__ void cp_async_wait_all_but_one() {
   asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
 
+// Thread-block clusters (sm_90): EXPAND_GEMM fma_cluster and KEY_SPLITS.
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+
+// Every thread of every block of the cluster: the shared-memory writes
+// before it are visible to the cluster's reads after it.
+__device__ __forceinline__ void cluster_barrier() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The same meeting without ordering: for a barrier whose only job is that
+// every read of a block's shared memory (already consumed) is done.
+__device__ __forceinline__ void cluster_barrier_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
+// 4 floats at `local`'s place in the shared memory of the cluster's block `rank`.
+__device__ __forceinline__ float4 load_from_rank(const float* local, unsigned rank) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(local));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+
 // Starts copying rows [0, rows) x columns [0, pad) of a row-major global
 // matrix (row stride ld; rows below row_end and columns below cols exist)
 // into a shared tile of row stride `stride`; the rest of the tile is zero.
@@ -932,12 +975,91 @@ __device__ __forceinline__ void tc_expand(const float* __restrict__ w_up_k,
 
 constexpr int kKeyGroups = kKeyTile / 8;
 
+// KEY_SPLITS: the end of tf32x3 for split `split` of a cluster of kSplits
+// blocks that share one query tile.  Each block leaves its partial state in
+// its own shared memory, per row of the block (hl * kQpb + query, row stride
+// kKs): O before the division in [0, dp), the running maximum (log2 units)
+// at kDp and the row sum at kDp + 1.  After a cluster barrier, rank `split`
+// merges rows [split, split + 1) * kHpb kQpb / kSplits of every block, four
+// columns a thread: M = max m_j, w_j = 2^(m_j - M), out = sum w_j O_j / sum
+// w_j l_j (split 0 holds key 0, which no row masks, so M is finite); a
+// split without keys for a row has m = -inf and adds nothing.  A second
+// barrier keeps every block (and its shared memory) until the others have
+// read it.  Every thread reaches both barriers: nothing returns early.
+template <int kGroups>
+__device__ __forceinline__ void key_split_merge(const float (&o)[kGroups][4], const float (&m_run)[2],
+                                                const float (&l_run)[2], float* __restrict__ out, int T,
+                                                int b, int t0, int h0, int split, int tid, float* smem,
+                                                const Dims& dims) {
+  const int warp = tid / 32;
+  const int g = (tid % 32) / 4;
+  const int c = tid % 4;
+  const int lrow0 = (warp / kWarpsPerHead) * kQpb + (warp % kWarpsPerHead) * 16;
+  cp_async_wait_all();  // (a split without keys still staged its first tile)
+  __syncthreads();      // every warp is done with the tiles the state overwrites
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    float* row = smem + (lrow0 + g + 8 * r) * kKs;
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      if (j * 8 >= dims.dp) break;  // bucketed: past the actual D
+      row[j * 8 + 2 * c] = o[j][2 * r];
+      row[j * 8 + 2 * c + 1] = o[j][2 * r + 1];
+    }
+    if (c == 0) {
+      row[kDp] = m_run[r];
+      row[kDp + 1] = l;
+    }
+  }
+  cluster_barrier();
+  constexpr int kRowsPer = kHpb * kQpb / kSplits;
+  const int chunks = dims.dp / 4;
+  for (int idx = tid; idx < kRowsPer * chunks; idx += kThreads) {
+    const int lr = split * kRowsPer + idx / chunks;
+    const int d0 = (idx - (idx / chunks) * chunks) * 4;
+    const int t = t0 + lr % kQpb;
+    if (t >= T) continue;
+    const float* row = smem + lr * kKs;
+    float mj[kSplits], lj[kSplits];
+    float mx = neg_inf();
+#pragma unroll
+    for (int j = 0; j < kSplits; ++j) {
+      const float4 ml = load_from_rank(row + kDp, j);
+      mj[j] = ml.x;
+      lj[j] = ml.y;
+      mx = fmaxf(mx, ml.x);
+    }
+    float l = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int j = 0; j < kSplits; ++j) {
+      const float w = ex2(mj[j] - mx);
+      const float4 v = load_from_rank(row + d0, j);
+      l += lj[j] * w;
+      acc.x += v.x * w;
+      acc.y += v.y * w;
+      acc.z += v.z * w;
+      acc.w += v.w * w;
+    }
+    const float inv_l = 1.0f / l;
+    float* dst = out + ((static_cast<long long>(b) * T + t) * dims.h + h0 + lr / kQpb) * dims.d + d0;
+    const float x[4] = {acc.x * inv_l, acc.y * inv_l, acc.z * inv_l, acc.w * inv_l};
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (d0 + e < dims.d) dst[e] = x[e];
+  }
+  cluster_barrier_relaxed();
+}
+
 __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
                                        const float* __restrict__ kv_latent,
                                        const float* __restrict__ w_up_k,
                                        const float* __restrict__ w_up_v, float* __restrict__ out,
                                        const float* __restrict__ kv_ws, int T, float scale, int b,
-                                       int t0, int h0, int s_end, int tid, float* smem,
+                                       int t0, int h0, int s_end, int split, int tid, float* smem,
                                        const Dims& dims) {
   const int warp = tid / 32;
   const int g = (tid % 32) / 4;
@@ -955,6 +1077,15 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
   float* qtile = k2k ? smem + 4 * kKvFloats : vtile + kKvFloats;
   float* wtile = qtile + kHpb * kQpb * kKs;  // kWeightFloats (STAGE_WEIGHTS)
   const float* lat_b = kv_latent + static_cast<long long>(b) * T * dims.r;
+  // The block's keys: [s_begin, s_stop), whole key tiles (KEY_SPLITS: its
+  // split's share of the tile's key tiles, ceil(tiles / kSplits) each, so
+  // that the last shares may be shorter or empty).
+  int s_begin = 0, s_stop = s_end;
+  if constexpr (kSplits > 1) {
+    const int per = ((s_end + kKeyTile - 1) / kKeyTile + kSplits - 1) / kSplits;
+    s_begin = min(s_end, split * per * kKeyTile);
+    s_stop = min(s_end, (split + 1) * per * kKeyTile);
+  }
   // K and V rows [s0, s0 + kKeyTile) of the block's heads from the
   // workspace into buffer `buf` (tf32x3_2k).
   auto load_kv = [&](int s0, int buf) {
@@ -978,9 +1109,10 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
     if constexpr (kStageW && !k2k) stage_head_weights_async(wtile, w_up_k, w_up_v, h0, i, dims, tid);
   }
   if constexpr (k2k) {
-    load_kv(0, 0);
+    load_kv(s_begin, 0);
   } else {
-    stage_rows_async(lat_tile, kLs, lat_b, dims.r, kKeyTile, s_end, dims.r, dims.rp, tid);
+    stage_rows_async(lat_tile, kLs, lat_b + static_cast<long long>(s_begin) * dims.r, dims.r, kKeyTile,
+                     s_end - s_begin, dims.r, dims.rp, tid);
   }
   cp_async_commit();
 
@@ -996,7 +1128,7 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
   float m_run[2] = {neg_inf(), neg_inf()};  // rows g and g + 8
   float l_run[2] = {0.0f, 0.0f};            // this lane's share of the row sums
 
-  for (int s0 = 0, it = 0; s0 < s_end; s0 += kKeyTile, ++it) {
+  for (int s0 = s_begin, it = 0; s0 < s_stop; s0 += kKeyTile, ++it) {
     const float* ks;
     const float* vs;
     cp_async_wait_all();
@@ -1007,7 +1139,7 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       const int buf = it & 1;
       ks = smem + buf * 2 * kKvFloats + hl * kKeyTile * kKs;
       vs = ks + kKvFloats;
-      if (s0 + kKeyTile < s_end) {
+      if (s0 + kKeyTile < s_stop) {
         load_kv(s0 + kKeyTile, buf ^ 1);
         cp_async_commit();
       }
@@ -1015,7 +1147,7 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       __syncthreads();  // the latent tile (and queries, weights) landed; K, V free
       tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c, dims);
       __syncthreads();  // K and V ready; the latent tile is free
-      if (s0 + kKeyTile < s_end) {
+      if (s0 + kKeyTile < s_stop) {
         stage_rows_async(lat_tile, kLs, lat_b + static_cast<long long>(s0 + kKeyTile) * dims.r, dims.r,
                          kKeyTile, s_end - s0 - kKeyTile, dims.r, dims.rp, tid);
         cp_async_commit();
@@ -1108,6 +1240,10 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
     }
   }
 
+  if constexpr (kSplits > 1) {
+    key_split_merge(o, m_run, l_run, out, T, b, t0, h0, split, tid, smem, dims);
+    return;
+  }
   if (row0 >= T) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -1430,13 +1566,19 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
 #endif  // MLATUNE_PART_MAIN
 
 #ifndef MLATUNE_PART_PROLOGUE
-// Launch: grid [ceil(T / QUERIES_PER_BLOCK) * (H / HEADS_PER_BLOCK) * B],
+#if KEY_SPLITS > 1
+#define MLA_KEY_SPLIT_CLUSTER __cluster_dims__(KEY_SPLITS, 1, 1)
+#else
+#define MLA_KEY_SPLIT_CLUSTER
+#endif
+// Launch: grid [ceil(T / QUERIES_PER_BLOCK) * (H / HEADS_PER_BLOCK) * B
+// * KEY_SPLITS] (KEY_SPLITS > 1: clusters of KEY_SPLITS blocks),
 // block [mla::kThreads: THREADS_PER_QUERY * QUERIES_PER_BLOCK *
 // HEADS_PER_BLOCK, plus 128 for tf32x3_wgmma_ws's producer], dynamic shared
 // memory mla::kSmemBytes; anything else traps.  kv_ws is read by
 // tf32x3_2k only (written by fused_mla_expand_kv just before); the other
 // algorithms get a null pointer.
-extern "C" __global__ void __launch_bounds__(mla::kThreads, 1)
+extern "C" __global__ void MLA_KEY_SPLIT_CLUSTER __launch_bounds__(mla::kThreads, 1)
 fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_latent,
                     const float* __restrict__ w_up_k, const float* __restrict__ w_up_v,
                     float* __restrict__ out, const float* __restrict__ kv_ws, int B, int T,
@@ -1461,7 +1603,10 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
   const int head_groups = dims.h / kHpb;
   const int ntiles = (T + kQpb - 1) / kQpb;
   const int per_tile = head_groups * B;
-  const int bid = blockIdx.x;
+  // (KEY_SPLITS: the kSplits blocks of a cluster share one such block's
+  // work; the cluster's rank of this one is its split.)
+  const int bid = blockIdx.x / kSplits;
+  const int split = blockIdx.x % kSplits;
   const int tile_rank = bid / per_tile;
   if (tile_rank >= ntiles) return;  // whole block: no barrier is skipped
   const int rest = bid - tile_rank * per_tile;
@@ -1484,8 +1629,8 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
   } else if constexpr (kWgmmaWs) {
     wgmma_ws_attention(q, out, kv_ws, T, scale, b, t0, hg, s_end, tid, smem, dims);
   } else if constexpr (kTc) {
-    tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem,
-           dims);
+    tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, split, tid,
+           smem, dims);
   } else if constexpr (kExpanded) {
     expanded(q, kv_latent, w_up_k, w_up_v, out, T, scale, b, t, hg * kHpb, hl, active, s_end,
              tid, lane, smem);

@@ -47,36 +47,9 @@ namespace mla {
 static_assert(!kFmaCluster || (kCThreads == 384 && kCCols == 128 && kCRows == 16 && kCRows % kCSplit == 0),
               "the thread map below is for 384 threads, 128 columns, 16 rows and a split that divides them");
 
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-  return rank;
-}
-
-// Every thread of every block of the cluster: the shared-memory writes
-// before it are visible to the cluster's reads after it.
-__device__ __forceinline__ void cluster_barrier() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-// The same meeting without ordering: for a barrier whose only job is that
-// every read of a block's shared memory (already consumed) is done.
-__device__ __forceinline__ void cluster_barrier_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-}
-
-// 4 floats at `local`'s place in the shared memory of the cluster's block `rank`.
-__device__ __forceinline__ float4 load_from_rank(const float* local, unsigned rank) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(local));
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(remote)
-               : "memory");
-  return v;
-}
+// (cluster_rank, cluster_barrier, cluster_barrier_relaxed and load_from_rank
+// are in fused_mla_attention.cu, beside the other PTX helpers: KEY_SPLITS
+// uses them too.)
 
 __device__ __forceinline__ void fma_cluster_block(const float* __restrict__ kv_latent,
                                                   const float* __restrict__ w_up_k,

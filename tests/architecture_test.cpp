@@ -241,7 +241,7 @@ TEST(FlagshipArchitecture, TheClusterExpansionNeedsSm90) {
   const Shape shape = space.parse_shape("B=4,T=7,H=8,D=116,R=935");
   const Config cluster = space.parse_config(
       "ALGORITHM=tf32x3_kvgemm,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=16,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
-      "KEY_TILE=16,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=fma_cluster");
+      "KEY_TILE=16,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=fma_cluster,KEY_SPLITS=1");
   ASSERT_TRUE(space.check(cluster, shape));
   EXPECT_EQ(space.required_architecture(cluster, shape), arch("sm_90"));
   EXPECT_TRUE(space.for_device("sm_90").check(cluster, shape));

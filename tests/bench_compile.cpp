@@ -144,13 +144,13 @@ constexpr TargetShape target_shapes[] = {{"S0", "B=2,T=32,H=4,D=16,R=24", 32},
 std::string representative(std::string_view algorithm, std::string_view buckets, int sequence) {
   if (algorithm == "absorbed")
     return "ALGORITHM=absorbed,THREADS_PER_QUERY=16,QUERIES_PER_BLOCK=8,HEADS_PER_BLOCK=1,"
-           "STAGE_LATENT=true,KEY_TILE=16,FLOAT4=false,UNROLL=2,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync";
+           "STAGE_LATENT=true,KEY_TILE=16,FLOAT4=false,UNROLL=2,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
   if (algorithm == "expanded")
     return "ALGORITHM=expanded,THREADS_PER_QUERY=4,QUERIES_PER_BLOCK=16,HEADS_PER_BLOCK=1,"
-           "STAGE_LATENT=true,KEY_TILE=16,FLOAT4=true,UNROLL=2,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync";
+           "STAGE_LATENT=true,KEY_TILE=16,FLOAT4=true,UNROLL=2,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
   return fmt::format("ALGORITHM={},THREADS_PER_QUERY=2,QUERIES_PER_BLOCK={},HEADS_PER_BLOCK=1,"
                      "STAGE_LATENT=true,KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,"
-                     "SHAPE_BUCKETS={},EXPAND_GEMM=mma_sync",
+                     "SHAPE_BUCKETS={},EXPAND_GEMM=mma_sync,KEY_SPLITS=1",
                      algorithm, sequence <= 32 ? 16 : 64, buckets);
 }
 

@@ -187,7 +187,7 @@ struct CubinStore {
     const Shape s2 = space.parse_shape("B=4,T=1024,H=16,D=64,R=128");
     const Config config = space.parse_config(
         "ALGORITHM=tf32x3_kvgemm,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=64,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
-        "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=wgmma_m128");
+        "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=wgmma_m128,KEY_SPLITS=1");
     const CompileResult compiled = Compiler().compile(compile_request(space, config, s2, "sm_90"));
     if (!compiled.ok()) throw std::runtime_error(compiled.failure().message);
     const std::vector<std::uint8_t> cubin(compiled.binary().cubin.begin(), compiled.binary().cubin.end());

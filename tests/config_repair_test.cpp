@@ -152,7 +152,7 @@ TEST(ConfigRepair, TheIssuesFirstShapeLosesOnlyFloat4) {
   // S0's best on the H200 (docs/performance/side_by_side.md).
   Config tuned = space.parse_config(
       "ALGORITHM=tf32x3,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=32,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
-      "KEY_TILE=32,FLOAT4=true,UNROLL=1,STAGE_WEIGHTS=true,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync");
+      "KEY_TILE=32,FLOAT4=true,UNROLL=1,STAGE_WEIGHTS=true,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1");
   Repair repair = repairer.repair(tuned, space.parse_shape("B=4,T=300,H=16,D=64,R=131"));
   ASSERT_TRUE(repair.ok()) << repair.rejection;
   EXPECT_EQ(repairer.describe(repair.changes),

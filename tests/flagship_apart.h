@@ -15,7 +15,7 @@ inline SearchSpace flagship_with_prologue_apart() {
   SearchSpace space = SearchSpace::load(spaces / "fused_mla_attention.yaml");
   const Config tf32x3_kvgemm = space.parse_config(
       "ALGORITHM=tf32x3_kvgemm,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=64,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
-      "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync");
+      "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1");
   if (!space.prologue_apart_config(tf32x3_kvgemm, space.parse_shape("B=4,T=1024,H=16,D=64,R=128")))
     throw InternalError("fused_mla_attention.yaml no longer compiles tf32x3_kvgemm's prologue apart");
   return space;

@@ -986,7 +986,7 @@ TEST_F(GpuDispatchTest, AChoiceThatLeavesSmsIdleRacesConfigsThatLaunchMoreBlocks
   const fs::path db = dir_ / "fill.db";
   const Config tuned = space_->parse_config(
       "ALGORITHM=tf32x3_kvgemm,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=64,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
-      "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync");
+      "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1");
   tune(db, shape(Dims{1, 2048, 8, 64, 128}), tuned);
   const Dims x{1, 200, 8, 64, 128};
   if (device_.sm_count <= 32) GTEST_SKIP() << "32 blocks fill this GPU's " << device_.sm_count << " SMs";

@@ -226,9 +226,9 @@ TEST(MlaGpuBucketedBinary, OneBinaryServesTwoShapesOfItsBucket) {
   const Shape run_at = space.parse_shape("B=1,T=777,H=5,D=63,R=250");  // D -> 64, R -> 256 too
   for (const char* text :
        {"ALGORITHM=tf32x3,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=16,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
-        "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,EXPAND_GEMM=mma_sync",
+        "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,EXPAND_GEMM=mma_sync,KEY_SPLITS=1",
         "ALGORITHM=tf32x3_2k,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=64,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
-        "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,EXPAND_GEMM=mma_sync"}) {
+        "KEY_TILE=32,FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=bucketed,EXPAND_GEMM=mma_sync,KEY_SPLITS=1"}) {
     const Config config = space.parse_config(text);
     ASSERT_TRUE(space.check(config, compiled_at)) << text;
     ASSERT_TRUE(space.check(config, run_at)) << text;

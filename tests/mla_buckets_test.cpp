@@ -37,8 +37,8 @@ BinaryKey key_at(const SearchSpace& space, const Compiler& compiler, const std::
 TEST(MlaBuckets, ShapesOfOneBucketShareABinaryKey) {
   const SearchSpace space = SearchSpace::load(space_file);
   const Compiler compiler;
-  const std::string bucketed = std::string(tf32x3_config) + "bucketed,EXPAND_GEMM=mma_sync";
-  const std::string exact = std::string(tf32x3_config) + "exact,EXPAND_GEMM=mma_sync";
+  const std::string bucketed = std::string(tf32x3_config) + "bucketed,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
+  const std::string exact = std::string(tf32x3_config) + "exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
   // D 57 and 63 -> 64, R 203 and 250 -> 256; H, B and T are run-time values.
   const BinaryKey a = key_at(space, compiler, bucketed, "B=2,T=100,H=3,D=57,R=203");
   EXPECT_EQ(a, key_at(space, compiler, bucketed, "B=1,T=777,H=5,D=63,R=250"));
@@ -99,10 +99,10 @@ TEST(MlaBuckets, ProposedFallbacksRunOverTheWholeRange) {
   // The wgmma expansions first (sm_90a, where they are valid), the mma.sync
   // ones for every other GPU; the space lists them in this order.
   const Fallback fallbacks[] = {
-      {common + "QUERIES_PER_BLOCK=64,KEY_TILE=32,EXPAND_GEMM=wgmma_m128", 33},
-      {common + "QUERIES_PER_BLOCK=16,KEY_TILE=16,EXPAND_GEMM=wgmma_m64", 1},
-      {common + "QUERIES_PER_BLOCK=64,KEY_TILE=32,EXPAND_GEMM=mma_sync", 33},
-      {common + "QUERIES_PER_BLOCK=16,KEY_TILE=16,EXPAND_GEMM=mma_sync", 1},
+      {common + "QUERIES_PER_BLOCK=64,KEY_TILE=32,EXPAND_GEMM=wgmma_m128,KEY_SPLITS=1", 33},
+      {common + "QUERIES_PER_BLOCK=16,KEY_TILE=16,EXPAND_GEMM=wgmma_m64,KEY_SPLITS=1", 1},
+      {common + "QUERIES_PER_BLOCK=64,KEY_TILE=32,EXPAND_GEMM=mma_sync,KEY_SPLITS=1", 33},
+      {common + "QUERIES_PER_BLOCK=16,KEY_TILE=16,EXPAND_GEMM=mma_sync,KEY_SPLITS=1", 1},
   };
   std::vector<std::string> listed;
   for (const Config& c : space.fallbacks()) listed.push_back(space.config_string(c));

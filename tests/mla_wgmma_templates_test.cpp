@@ -203,7 +203,7 @@ TEST(MlaWgmmaWsSchedule, UnrollPicksTheConsumersSchedule) {
   for (int unroll : {1, 2, 4}) {
     const Config config = space.parse_config(fmt::format(
         "ALGORITHM=tf32x3_wgmma_ws,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=128,HEADS_PER_BLOCK=1,STAGE_LATENT=true,"
-        "KEY_TILE=32,FLOAT4=false,UNROLL={},STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=wgmma_m128",
+        "KEY_TILE=32,FLOAT4=false,UNROLL={},STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=wgmma_m128,KEY_SPLITS=1",
         unroll));
     const Validity validity = space.check(config, s3);
     ASSERT_TRUE(validity.valid) << "UNROLL " << unroll << ": " << validity.failed_constraint;

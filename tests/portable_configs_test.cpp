@@ -36,16 +36,16 @@ const char* const s1 = "B=4,T=256,H=8,D=32,R=64";
 // not a multiple of HEADS_PER_BLOCK=8).
 const char* const fast =
     "ALGORITHM=absorbed,THREADS_PER_QUERY=1,QUERIES_PER_BLOCK=8,HEADS_PER_BLOCK=4,STAGE_LATENT=true,KEY_TILE=16,"
-    "FLOAT4=false,UNROLL=2,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync";
+    "FLOAT4=false,UNROLL=2,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
 const char* const slow =
     "ALGORITHM=absorbed,THREADS_PER_QUERY=32,QUERIES_PER_BLOCK=1,HEADS_PER_BLOCK=1,STAGE_LATENT=false,KEY_TILE=16,"
-    "FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync";
+    "FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
 const char* const valid_at_s1 =
     "ALGORITHM=absorbed,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=2,HEADS_PER_BLOCK=8,STAGE_LATENT=true,KEY_TILE=16,"
-    "FLOAT4=true,UNROLL=4,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync";
+    "FLOAT4=true,UNROLL=4,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
 const char* const invalid_at_s0 =
     "ALGORITHM=absorbed,THREADS_PER_QUERY=1,QUERIES_PER_BLOCK=8,HEADS_PER_BLOCK=8,STAGE_LATENT=true,KEY_TILE=16,"
-    "FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync";
+    "FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
 
 DeviceInfo device_named(const std::string& name, int sms) {
   DeviceInfo d;

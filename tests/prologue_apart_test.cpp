@@ -236,7 +236,7 @@ TEST(FlagshipApart, EachPartHasTheCodeSharingAndTheIdentityClaim) {
   const auto fixed = [](std::string algorithm, int qpb, int hpb, int key_tile, bool float4, std::string buckets,
                         std::string gemm) {
     return fmt::format("ALGORITHM={},THREADS_PER_QUERY=2,QUERIES_PER_BLOCK={},HEADS_PER_BLOCK={},STAGE_LATENT=true,"
-                       "KEY_TILE={},FLOAT4={},UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS={},EXPAND_GEMM={}",
+                       "KEY_TILE={},FLOAT4={},UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS={},EXPAND_GEMM={},KEY_SPLITS=1",
                        algorithm, qpb, hpb, key_tile, float4, buckets, gemm);
   };
   std::vector<Case> cases = {

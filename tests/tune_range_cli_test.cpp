@@ -55,10 +55,10 @@ constexpr const char* mini_space =
 // second at S0 only (its registers exceed the limit at R=64).
 const char* const both =
     "ALGORITHM=tf32x3,THREADS_PER_QUERY=2,QUERIES_PER_BLOCK=32,HEADS_PER_BLOCK=1,STAGE_LATENT=true,KEY_TILE=32,"
-    "FLOAT4=true,UNROLL=1,STAGE_WEIGHTS=true,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync";
+    "FLOAT4=true,UNROLL=1,STAGE_WEIGHTS=true,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
 const char* const s0_only =
     "ALGORITHM=absorbed,THREADS_PER_QUERY=1,QUERIES_PER_BLOCK=8,HEADS_PER_BLOCK=4,STAGE_LATENT=true,KEY_TILE=16,"
-    "FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync";
+    "FLOAT4=false,UNROLL=1,STAGE_WEIGHTS=false,SHAPE_BUCKETS=exact,EXPAND_GEMM=mma_sync,KEY_SPLITS=1";
 
 void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
