@@ -44,6 +44,10 @@ TEST_P(MlaKeySplitsGpu, SplitConfigsMatchTheFloat64Reference) {
   const SearchSpace space = SearchSpace::load(space_file).for_device(device.device.arch());
   const SearchSpace split = space.restrict({"ALGORITHM == " + algorithm, "KEY_SPLITS > 1"});
   const Shape shape = space.parse_shape(named.text);
+  // (tf32x3_2k is tried only above T 256: where the algorithm has no config
+  // at all, there is nothing to split.)
+  if (space.restrict({"ALGORITHM == " + algorithm}).count(shape) == 0)
+    GTEST_SKIP() << "the space has no " << algorithm << " config at " << named.text;
   std::mt19937_64 rng(20261206);
   const std::vector<Config> configs = covering_sample(split, shape, 8, rng);
   ASSERT_FALSE(configs.empty()) << "no " << algorithm << " config with KEY_SPLITS > 1 at " << named.text;
