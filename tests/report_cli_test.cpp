@@ -88,14 +88,14 @@ TEST_F(ReportCliTest, PageOfAReplayedSweep) {
 
   json summary = check(page);
   ASSERT_TRUE(summary.is_object());
-  // Eleven parameters, the spread and the progress: thirteen plots for the one shape.
-  EXPECT_EQ(summary["tags"]["svg"], 13);
+  // Twelve parameters, the spread and the progress: fourteen plots for the one shape.
+  EXPECT_EQ(summary["tags"]["svg"], 14);
   EXPECT_EQ(summary["tags"]["table"], 3);  // best configs, runs, the spread's rows
   EXPECT_EQ(summary["h3"], json::array({s0}));
   const std::vector<std::string> titles = summary["svg_titles"];
   for (const char* parameter : {"ALGORITHM", "THREADS_PER_QUERY", "QUERIES_PER_BLOCK", "HEADS_PER_BLOCK",
                                 "STAGE_LATENT", "KEY_TILE", "FLOAT4", "UNROLL", "STAGE_WEIGHTS", "SHAPE_BUCKETS",
-                                "EXPAND_GEMM"})
+                                "EXPAND_GEMM", "KEY_SPLITS"})
     EXPECT_NE(std::find(titles.begin(), titles.end(), parameter), titles.end()) << parameter;
   EXPECT_NE(std::find(titles.begin(), titles.end(), std::string(s0) + ": fastest measurements"), titles.end());
   EXPECT_NE(std::find(titles.begin(), titles.end(), std::string(s0) + ": best so far"), titles.end());
