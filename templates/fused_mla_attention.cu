@@ -114,6 +114,16 @@ constexpr bool kBucketed = SHAPE_BUCKETS == SHAPE_BUCKETS_bucketed;
 // (batch, head group, query tile) blocks, where one block walking every key
 // tile of the last query tile is the whole time.
 constexpr int kSplits = KEY_SPLITS;
+// UNROLL 2 in tf32x3 (whose softmax step is always a key tile): the
+// expansion stores every K and V element split into its TF32 hi and lo
+// parts, once per tile, and the MMA loops load both parts.  With UNROLL 1
+// every warp that reads an element splits it again: K by each of the head's
+// QUERIES_PER_BLOCK / 16 warps.  The price is a second K and V tile in
+// shared memory (the lo parts).  (tf32x3_2k and tf32x3_kvgemm, whose K and V
+// come from the workspace, would need a pass of the block and a barrier per
+// tile for it: on an H100 that lost 1-63% in 35 of 35 kvgemm configs; the
+// prologue writing split K and V into the workspace is the way left.)
+constexpr bool kSplitOnce = ALGORITHM == ALGORITHM_tf32x3 && kUnroll == 2;
 
 static_assert(kTpq >= 1 && kTpq <= 32 && (kTpq & (kTpq - 1)) == 0,
               "THREADS_PER_QUERY must be a power of two <= 32");
@@ -130,10 +140,11 @@ static_assert(!kExpanded || kD % (kTpq * kVec) == 0,
 static_assert(kSplits == 1 || ((kSplits == 2 || kSplits == 4 || kSplits == 8) && kTc && !kWgmma && !kWgmmaWs &&
                                 (kHpb * kQpb) % kSplits == 0),
               "KEY_SPLITS (2, 4 or 8) is the mma.sync attention's (tf32x3, tf32x3_2k, tf32x3_kvgemm)");
-static_assert(!kTc || (kTpq == 2 && kQpb % 16 == 0 && kStage && (kUnroll == 1 || kWgmmaWs) && kKeyTile % 16 == 0),
+static_assert(!kTc || (kTpq == 2 && kQpb % 16 == 0 && kStage && (kUnroll == 1 || kWgmmaWs || kSplitOnce) &&
+                       kKeyTile % 16 == 0),
               "tf32x3 needs THREADS_PER_QUERY 2 (a warp per 16 queries), QUERIES_PER_BLOCK a "
-              "multiple of 16, STAGE_LATENT, UNROLL 1 (tf32x3_wgmma_ws: its schedule) and KEY_TILE a "
-              "multiple of 16");
+              "multiple of 16, STAGE_LATENT, UNROLL 1 (tf32x3 also 2: K and V split once; "
+              "tf32x3_wgmma_ws: its schedule) and KEY_TILE a multiple of 16");
 
 // Absorbed: lane j owns the R-chunks j, j + kTpq, j + 2 kTpq, ... of kVec
 // floats each; the last round may be partial (R need not divide evenly).
@@ -167,11 +178,15 @@ constexpr int kKvTileFloats = k2k   ? kHpb * (4 * kKeyTile + kQpb) * kKs
 // rows of kWsPad floats (see kWs below).
 constexpr int kWsPad = kDp % 16 == 0 ? kDp + 8 : kDp;
 constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0;
+// (tf32x3 with UNROLL 2, kSplitOnce: the lo parts of its K and V tiles,
+// after everything else.)
+constexpr int kLoFloats = kSplitOnce ? 2 * kHpb * kKeyTile * kKs : 0;
 // (tf32x3_wgmma: per head, Q, K and V^T tiles, each as TF32 hi and lo parts;
 // tf32x3_wgmma_ws: Q hi and lo, then two buffers of K and V^T hi and lo.)
 constexpr unsigned kSmemBytes = kWgmma     ? 4u * kHpb * 2 * kDp * (kQpb + 2 * kKeyTile)
                                 : kWgmmaWs ? 4u * kDp * (2 * kQpb + 8 * kKeyTile)
-                                           : 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats));
+                                           : 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats) +
+                                                   kLoFloats);
 // fused_mla_expand_kv of tf32x3_kvgemm and tf32x3_wgmma is a GEMM of its own, [B*T, R] latent
 // rows times [R, H*D] weights, in blocks of kXThreads threads that own
 // kXRows latent rows (KEY_TILE) and kXCols columns of one head (16 x 32,
@@ -895,10 +910,14 @@ __device__ __forceinline__ void stage_head_weights_async(float* wtile, const flo
 constexpr int kWarps = kThreads / 32;
 constexpr int kRChunk = 32;
 
+// kSplitStore (UNROLL 2): K and V are stored split, the TF32 hi parts in
+// ktile and vtile, the lo parts at the same places in klo and vlo.
+template <bool kSplitStore = false>
 __device__ __forceinline__ void tc_expand(const float* __restrict__ w_up_k,
                                           const float* __restrict__ w_up_v, const float* wtile,
                                           const float* lat_tile, float* ktile, float* vtile,
-                                          int h0, int warp, int g, int c, const Dims& dims) {
+                                          float* klo, float* vlo, int h0, int warp, int g, int c,
+                                          const Dims& dims) {
   const int pairs = tc_pairs(dims);
   const int units = kHpb * 2 * pairs;
   for (int unit = warp; unit < units; unit += kWarps) {
@@ -966,8 +985,19 @@ __device__ __forceinline__ void tc_expand(const float* __restrict__ w_up_k,
       for (int j = 0; j < kNPair; ++j) {
         const int col = (group * kNPair + j) * 8 + 2 * c;
         float* p = dst + (m * 16 + g) * kKs + col;
-        *reinterpret_cast<float2*>(p) = make_float2(acc[m][j][0], acc[m][j][1]);
-        *reinterpret_cast<float2*>(p + 8 * kKs) = make_float2(acc[m][j][2], acc[m][j][3]);
+        if constexpr (kSplitStore) {
+          float* p_lo = (is_v ? vlo : klo) + hl * kKeyTile * kKs + (m * 16 + g) * kKs + col;
+          unsigned hi[4], lo[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) split_tf32(acc[m][j][e], hi[e], lo[e]);
+          *reinterpret_cast<uint2*>(p) = make_uint2(hi[0], hi[1]);
+          *reinterpret_cast<uint2*>(p + 8 * kKs) = make_uint2(hi[2], hi[3]);
+          *reinterpret_cast<uint2*>(p_lo) = make_uint2(lo[0], lo[1]);
+          *reinterpret_cast<uint2*>(p_lo + 8 * kKs) = make_uint2(lo[2], lo[3]);
+        } else {
+          *reinterpret_cast<float2*>(p) = make_float2(acc[m][j][0], acc[m][j][1]);
+          *reinterpret_cast<float2*>(p + 8 * kKs) = make_float2(acc[m][j][2], acc[m][j][3]);
+        }
       }
     }
   }
@@ -1076,6 +1106,8 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
   float* vtile = ktile + kKvFloats;
   float* qtile = k2k ? smem + 4 * kKvFloats : vtile + kKvFloats;
   float* wtile = qtile + kHpb * kQpb * kKs;  // kWeightFloats (STAGE_WEIGHTS)
+  // UNROLL 2: the lo parts of the K tiles, then of the V tiles (kLoFloats)
+  float* lo_tile = smem + kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats);
   const float* lat_b = kv_latent + static_cast<long long>(b) * T * dims.r;
   // The block's keys: [s_begin, s_stop), whole key tiles (KEY_SPLITS: its
   // split's share of the tile's key tiles, ceil(tiles / kSplits) each, so
@@ -1145,7 +1177,8 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       }
     } else {
       __syncthreads();  // the latent tile (and queries, weights) landed; K, V free
-      tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c, dims);
+      tc_expand<kSplitOnce>(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, lo_tile, lo_tile + kKvFloats, h0,
+                            warp, g, c, dims);
       __syncthreads();  // K and V ready; the latent tile is free
       if (s0 + kKeyTile < s_stop) {
         stage_rows_async(lat_tile, kLs, lat_b + static_cast<long long>(s0 + kKeyTile) * dims.r, dims.r,
@@ -1155,6 +1188,9 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       ks = ktile + hl * kKeyTile * kKs;
       vs = vtile + hl * kKeyTile * kKs;
     }
+    // (UNROLL 2: ks and vs hold the hi parts, these the lo parts.)
+    const float* ks_lo = lo_tile + hl * kKeyTile * kKs;
+    const float* vs_lo = ks_lo + kKvFloats;
     // Key tiles start at multiples of 16 and so do the warp's rows: a tile
     // the warp reaches at all holds key s0 <= every row of the warp, so no
     // row's maximum stays -inf.
@@ -1174,8 +1210,16 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       for (int n = 0; n < kKeyGroups; ++n) {
         const float* kp = ks + (n * 8 + g) * kKs + k0 + c;
         unsigned bh[2], bl[2];
-        split_tf32(kp[0], bh[0], bl[0]);
-        split_tf32(kp[4], bh[1], bl[1]);
+        if constexpr (kSplitOnce) {
+          const float* kl = ks_lo + (n * 8 + g) * kKs + k0 + c;
+          bh[0] = __float_as_uint(kp[0]);
+          bh[1] = __float_as_uint(kp[4]);
+          bl[0] = __float_as_uint(kl[0]);
+          bl[1] = __float_as_uint(kl[4]);
+        } else {
+          split_tf32(kp[0], bh[0], bl[0]);
+          split_tf32(kp[4], bh[1], bl[1]);
+        }
         mma_3xtf32(s[n], ah, al, bh, bl);
       }
     }
@@ -1233,8 +1277,16 @@ __device__ __forceinline__ void tf32x3(const float* __restrict__ q,
       for (int j = 0; j < kDGroups; ++j) {
         if (j * 8 >= dims.dp) break;  // bucketed: past the actual D
         unsigned bh[2], bl[2];
-        split_tf32(vp[j * 8], bh[0], bl[0]);
-        split_tf32(vp[kKs + j * 8], bh[1], bl[1]);
+        if constexpr (kSplitOnce) {
+          const float* vl = vs_lo + (n * 8 + 2 * c) * kKs + g;
+          bh[0] = __float_as_uint(vp[j * 8]);
+          bh[1] = __float_as_uint(vp[kKs + j * 8]);
+          bl[0] = __float_as_uint(vl[j * 8]);
+          bl[1] = __float_as_uint(vl[kKs + j * 8]);
+        } else {
+          split_tf32(vp[j * 8], bh[0], bl[0]);
+          split_tf32(vp[kKs + j * 8], bh[1], bl[1]);
+        }
         mma_3xtf32(o[j], ah, al, bh, bl);
       }
     }
@@ -1455,7 +1507,7 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
   cp_async_commit();
   cp_async_wait_all();
   __syncthreads();
-  tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, h0, warp, g, c, dims);
+  tc_expand(w_up_k, w_up_v, wtile, lat_tile, ktile, vtile, nullptr, nullptr, h0, warp, g, c, dims);
   __syncthreads();
 
   // Out in 16-byte pieces: consecutive threads write consecutive columns.

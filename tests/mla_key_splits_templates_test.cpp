@@ -19,22 +19,16 @@
 #include "core/compiler.h"
 #include "core/launch_plan.h"
 #include "core/space.h"
-#include "tests/covering_sample.h"
+#include "tests/compiled_twins.h"
 #include "tests/named_shape.h"
 #include "tests/nvrtc_ptx.h"
+#include "tests/space_parameter.h"
 #include "tuner/compile_pool.h"
 
 namespace mlatune {
 namespace {
 
 const std::filesystem::path& space_file = flagship_space_file;
-
-std::size_t parameter_index(const SearchSpace& space, const std::string& name) {
-  for (std::size_t p = 0; p < space.parameters().size(); ++p)
-    if (space.parameters()[p].name == name) return p;
-  ADD_FAILURE() << "no parameter " << name;
-  return 0;
-}
 
 int key_splits(const SearchSpace& space, const Config& config) {
   const std::size_t p = parameter_index(space, "KEY_SPLITS");
@@ -98,54 +92,40 @@ TEST(MlaKeySplitsTemplates, SplitConfigsCompileToClustersThatMerge) {
   const std::size_t key_splits_index = parameter_index(space, "KEY_SPLITS");
   Compiler compiler;
   CompilePool pool(compiler);
-  struct Job {
-    std::string name, text;
-    int k;
-    std::shared_future<CompileResult> split, one;
-  };
-  std::vector<Job> jobs;
   std::mt19937_64 rng(20261206);
-  for (const NamedShape& named : std::vector<NamedShape>{{"S1", "B=4,T=256,H=8,D=32,R=64"},
-                                                         {"odd", "B=2,T=333,H=8,D=64,R=100"},
-                                                         {"X2_D20_R30", "B=3,T=129,H=12,D=20,R=30"},
-                                                         {"D100_R77", "B=1,T=500,H=4,D=100,R=77"}}) {
-    const Shape shape = space.parse_shape(named.text);
-    for (const Config& config : covering_sample(split, shape, 6, rng)) {
-      CompileRequest request = compile_request(space, config, shape, "sm_90");
-      request.keep_ptx = true;
-      Config one = config;
-      one.choice[key_splits_index] = 0;
-      CompileRequest unsplit = compile_request(space, one, shape, "sm_90");
-      unsplit.keep_ptx = true;
-      jobs.push_back({named.name, space.config_string(config), key_splits(space, config),
-                      pool.submit(std::move(request)), pool.submit(std::move(unsplit))});
-    }
-  }
+  const std::vector<CompiledTwins> jobs =
+      compile_twins(pool, space, split,
+                    {{"S1", "B=4,T=256,H=8,D=32,R=64"},
+                     {"odd", "B=2,T=333,H=8,D=64,R=100"},
+                     {"X2_D20_R30", "B=3,T=129,H=12,D=20,R=30"},
+                     {"D100_R77", "B=1,T=500,H=4,D=100,R=77"}},
+                    6, key_splits_index, 0, rng);
   ASSERT_GE(jobs.size(), 24u);
-  for (const Job& job : jobs) {
-    const CompileResult& result = job.split.get();
+  for (const CompiledTwins& job : jobs) {
+    const int k = key_splits(space, job.config);
+    const CompileResult& result = job.compiled.get();
     ASSERT_TRUE(result.ok()) << job.text << ": " << result.failure().log;
     const CompiledBinary& binary = result.binary();
     const std::string body = entry_body(binary.ptx, "fused_mla_attention");
     ASSERT_FALSE(body.empty()) << job.text;
-    EXPECT_NE(body.find(fmt::format(".reqnctapercluster {}, 1, 1", job.k)), std::string::npos) << job.text;
+    EXPECT_NE(body.find(fmt::format(".reqnctapercluster {}, 1, 1", k)), std::string::npos) << job.text;
     // Two meetings (after the states are written; before any block leaves).
     EXPECT_EQ(count_of(body, "barrier.cluster.arrive"), 2u) << job.text;
     EXPECT_GE(count_of(body, "mapa.shared::cluster"), 1u) << job.text;
     EXPECT_GE(count_of(body, "ld.shared::cluster.v4.f32"), 1u) << job.text;
 
-    const CompileResult& one = job.one.get();
+    const CompileResult& one = job.twin.get();
     ASSERT_TRUE(one.ok()) << job.text << " unsplit: " << one.failure().log;
     // The split adds no spill (the space lets a few tf32x3 tiles of 512
     // threads spill at the 128 registers their launch bounds leave, split
     // or not).
     EXPECT_TRUE(!binary.usage.spills() || one.binary().usage.spills())
-        << job.name << " " << job.text << ": " << binary.log;
+        << job.shape_name << " " << job.text << ": " << binary.log;
     const std::string one_body = entry_body(one.binary().ptx, "fused_mla_attention");
     EXPECT_EQ(one_body.find("reqnctapercluster"), std::string::npos) << job.text;
     EXPECT_EQ(count_of(one_body, "barrier.cluster"), 0u) << job.text;
     EXPECT_EQ(count_of(one_body, "shared::cluster"), 0u) << job.text;
-    fmt::print("{} {}: {} registers, unsplit {}\n", job.name, job.text, binary.usage.registers,
+    fmt::print("{} {}: {} registers, unsplit {}\n", job.shape_name, job.text, binary.usage.registers,
                one.binary().usage.registers);
   }
 }

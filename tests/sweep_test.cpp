@@ -140,7 +140,7 @@ class SweepReplay : public ::testing::Test {
 
 TEST_F(SweepReplay, CutoffFactorMustBeZeroOrAboveOne) {
   // Exact configs only: the recorded sweeps measured no shape-bucketed config.
-  SearchSpace space = SearchSpace::load(space_file_).restrict({"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1"});
+  SearchSpace space = SearchSpace::load(space_file_).restrict({"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
   ReplayData data = ReplayData::load(fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps.csv", space);
   SweepOptions options;
   options.shapes = {space.parse_shape("B=2,T=32,H=4,D=16,R=24")};
