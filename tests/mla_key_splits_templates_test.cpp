@@ -31,8 +31,7 @@ namespace {
 const std::filesystem::path& space_file = flagship_space_file;
 
 int key_splits(const SearchSpace& space, const Config& config) {
-  const std::size_t p = parameter_index(space, "KEY_SPLITS");
-  return std::stoi(space.parameters()[p].text[config.choice[p]]);
+  return static_cast<int>(value_of(space, config, "KEY_SPLITS"));
 }
 
 // Which configs may split: the mma.sync attention only, where the unsplit
@@ -55,8 +54,7 @@ TEST(MlaKeySplitsSpace, OnlyTheMmaSyncAttentionAtFewBlocksSplits) {
       const int k = key_splits(space, config);
       EXPECT_EQ(plan.steps.geometry.grid[0] % k, 0) << text;
       EXPECT_LE(plan.steps.geometry.grid[0] / k, 512) << text;
-      const std::size_t tile = parameter_index(space, "KEY_TILE");
-      EXPECT_LT(k * std::stoi(space.parameters()[tile].text[config.choice[tile]]), shape.values[1]) << text;
+      EXPECT_LT(k * value_of(space, config, "KEY_TILE"), shape.values[1]) << text;
       // The same config unsplit: the same plan but for a k times smaller grid.
       Config one = config;
       one.choice[parameter_index(space, "KEY_SPLITS")] = 0;

@@ -27,15 +27,6 @@ namespace {
 
 const std::filesystem::path& space_file = flagship_space_file;
 
-std::string value_of(const SearchSpace& space, const Config& config, const std::string& name) {
-  const std::size_t p = parameter_index(space, name);
-  return space.parameters()[p].text[config.choice[p]];
-}
-
-int value_int(const SearchSpace& space, const Config& config, const std::string& name) {
-  return std::stoi(value_of(space, config, name));
-}
-
 // D as compiled into the kernel (SHAPE_D: the bucket when bucketed).
 int compiled_d(const SearchSpace& space, const Config& config, const Shape& shape) {
   for (const auto& [name, value] : space.definitions(config, shape))
@@ -58,7 +49,7 @@ TEST(MlaSplitOnceSpace, UnrollTwoAddsTheLoPartsOfAKAndAVTile) {
     std::size_t twins = 0;
     space.restrict({"UNROLL == 2", "ALGORITHM >= tf32x3"}).for_each_valid(shape, [&](const Config& config) {
       const std::string text = space.config_string(config);
-      const std::string algorithm = value_of(space, config, "ALGORITHM");
+      const std::string algorithm = text_of(space, config, "ALGORITHM");
       EXPECT_TRUE(algorithm == "tf32x3" || algorithm == "tf32x3_wgmma_ws") << text;
       if (algorithm != "tf32x3") return true;  // (ws: its UNROLL is its schedule)
       Config one = config;
@@ -74,8 +65,8 @@ TEST(MlaSplitOnceSpace, UnrollTwoAddsTheLoPartsOfAKAndAVTile) {
       EXPECT_EQ(plan.steps.geometry.block[0], plan_one.steps.geometry.block[0]) << text;
       // D as compiled, padded to 8, in rows of 4 floats more.
       const int d = compiled_d(space, config, shape);
-      const std::uint64_t lo = 4ull * 2 * value_int(space, config, "HEADS_PER_BLOCK") *
-                               value_int(space, config, "KEY_TILE") * ((d + 7) / 8 * 8 + 4);
+      const std::uint64_t lo = 4ull * 2 * value_of(space, config, "HEADS_PER_BLOCK") *
+                               value_of(space, config, "KEY_TILE") * ((d + 7) / 8 * 8 + 4);
       EXPECT_EQ(plan.steps.geometry.shared_bytes, plan_one.steps.geometry.shared_bytes + lo) << text;
       ++twins;
       return true;

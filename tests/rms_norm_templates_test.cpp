@@ -18,6 +18,7 @@
 
 #include "core/compiler.h"
 #include "core/space.h"
+#include "tests/space_parameter.h"
 #include "tuner/compile_pool.h"
 
 namespace mlatune {
@@ -25,20 +26,6 @@ namespace {
 
 const std::filesystem::path space_file =
     std::filesystem::path(MLATUNE_SOURCE_DIR) / "search_spaces" / "rms_norm.yaml";
-
-std::int64_t value_of(const SearchSpace& space, const Config& config, const std::string& name) {
-  for (std::size_t p = 0; p < space.parameters().size(); ++p)
-    if (space.parameters()[p].name == name) return space.parameters()[p].numeric[config.choice[p]];
-  ADD_FAILURE() << "no parameter " << name;
-  return 0;
-}
-
-std::string text_of(const SearchSpace& space, const Config& config, const std::string& name) {
-  for (std::size_t p = 0; p < space.parameters().size(); ++p)
-    if (space.parameters()[p].name == name) return space.parameters()[p].text[config.choice[p]];
-  ADD_FAILURE() << "no parameter " << name;
-  return "";
-}
 
 TEST(RmsNormSpace, DefaultConfigRunsEveryColsUpTo8192) {
   SearchSpace space = SearchSpace::load(space_file);
