@@ -2,8 +2,8 @@
 // hi and lo parts once per key tile, by the expansion that stores them in
 // shared memory, instead of in every warp that reads them.
 // What the space allows and what the configs compile to, with real NVRTC
-// compilations and no GPU (gpu_input_kinds_test and the tuner validate them
-// on a GPU).
+// compilations and no GPU (on a GPU the tuner validates them, and
+// gpu_key_splits_test's covering sample draws them among its split configs).
 #include <gtest/gtest.h>
 
 #include <future>
