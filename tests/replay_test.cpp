@@ -20,6 +20,7 @@
 #include "core/space.h"
 #include "tests/run_program.h"
 #include "tuner/strategy.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace mlatune {
 namespace {
@@ -171,7 +172,7 @@ TEST(ReplayData, RecordedH200SweepsMatchTheirRows) {
   // Exact configs only: the sweeps were recorded before shape-bucketed ones.
   const SearchSpace space =
       SearchSpace::load(tests_dir.parent_path() / "search_spaces" / "fused_mla_attention.yaml")
-          .restrict({"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+          .restrict({kH200SweepsWhere});
   const fs::path file = tests_dir / "data" / "h200_sweeps.csv";
   const ReplayData data = ReplayData::load(file, space);
 
@@ -294,7 +295,7 @@ TEST(ReplayData, ABadWhereLineNamesItsLine) {
 TEST(ReplayData, TheRecordedH200SweepsStateTheirRestriction) {
   const SearchSpace space = SearchSpace::load(tests_dir.parent_path() / "search_spaces" / "fused_mla_attention.yaml");
   const ReplayData data = ReplayData::load(tests_dir / "data" / "h200_sweeps.csv", space);
-  EXPECT_EQ(data.restriction(), std::vector<std::string>{"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+  EXPECT_EQ(data.restriction(), std::vector<std::string>{kH200SweepsWhere});
 }
 
 TEST(ReplayData, AGzipFileReadsAsItsText) {

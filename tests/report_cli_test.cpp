@@ -14,6 +14,7 @@
 
 #include "cache/store.h"
 #include "tests/run_program.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace mlatune {
 namespace {
@@ -74,7 +75,7 @@ TEST_F(ReportCliTest, PageOfAReplayedSweep) {
   for (std::vector<std::string> strategy :
        {std::vector<std::string>{"--strategy", "random", "--max-evals", "60", "--seed", "3"},
         std::vector<std::string>{"--strategy", "brute_force"}}) {
-    std::vector<std::string> args{"tune", flagship.string(), "--replay", recorded.string(), "--where", "SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)", "--shape", s0,
+    std::vector<std::string> args{"tune", flagship.string(), "--replay", recorded.string(), "--where", kH200SweepsWhere, "--shape", s0,
                                   "--db", db_.string(), "-q"};
     args.insert(args.end(), strategy.begin(), strategy.end());
     Result tuned = mlatune(args);

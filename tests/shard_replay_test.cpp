@@ -22,6 +22,7 @@
 
 #include "cache/store.h"
 #include "tests/run_program.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace mlatune {
 namespace {
@@ -82,7 +83,7 @@ class ShardReplayTest : public ::testing::Test {
 
   /// `mlatune tune` of the flagship by replay of `data` into `database`.
   Result tune(const fs::path& data, const fs::path& database, std::vector<std::string> extra) {
-    std::vector<std::string> args{"tune", flagship.string(), "--replay", data.string(), "--where", "SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)", "--shape", s0,
+    std::vector<std::string> args{"tune", flagship.string(), "--replay", data.string(), "--where", kH200SweepsWhere, "--shape", s0,
                                   "--shape", s1, "--db", database.string(), "-q"};
     args.insert(args.end(), extra.begin(), extra.end());
     return mlatune(args);
@@ -219,7 +220,7 @@ TEST_F(ShardReplayTest, SlurmArrayTaskChoosesTheShard) {
   ::setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
   ::setenv("SLURM_ARRAY_TASK_MIN", "1", 1);
   Result r = test_support::run_program(
-      cli_, {"tune", flagship.string(), "--replay", recorded.string(), "--where", "SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)", "--shape", s0, "--db", (dir_ / "s.db").string()},
+      cli_, {"tune", flagship.string(), "--replay", recorded.string(), "--where", kH200SweepsWhere, "--shape", s0, "--db", (dir_ / "s.db").string()},
       dir_, std::pair{std::string("SLURM_ARRAY_TASK_ID"), std::optional<std::string>("3")});
   ::unsetenv("SLURM_ARRAY_TASK_COUNT");
   ::unsetenv("SLURM_ARRAY_TASK_MIN");

@@ -23,6 +23,7 @@
 #include "tuner/replay.h"
 #include "tuner/shard.h"
 #include "tuner/strategies/registry.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace mlatune {
 
@@ -47,7 +48,7 @@ const SearchSpace& small_space() {
 const SearchSpace& flagship() {
   static const SearchSpace space =
       SearchSpace::load(tests_dir.parent_path() / "search_spaces" / "fused_mla_attention.yaml")
-          .restrict({"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+          .restrict({kH200SweepsWhere});
   return space;
 }
 const ReplayData& h200() {

@@ -21,6 +21,7 @@
 #include "tuner/strategies/registry.h"
 #include "tuner/strategies/warm_start.h"
 #include "tuner/time_budget.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace mlatune {
 namespace {
@@ -140,7 +141,7 @@ class SweepReplay : public ::testing::Test {
 
 TEST_F(SweepReplay, CutoffFactorMustBeZeroOrAboveOne) {
   // Exact configs only: the recorded sweeps measured no shape-bucketed config.
-  SearchSpace space = SearchSpace::load(space_file_).restrict({"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+  SearchSpace space = SearchSpace::load(space_file_).restrict({kH200SweepsWhere});
   ReplayData data = ReplayData::load(fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps.csv", space);
   SweepOptions options;
   options.shapes = {space.parse_shape("B=2,T=32,H=4,D=16,R=24")};

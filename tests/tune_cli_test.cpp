@@ -6,6 +6,8 @@
 // people read: they are checked line by line.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "cache/store.h"
 #include "tests/run_program.h"
 #include "tuner/worker/client.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace mlatune {
 namespace {
@@ -228,7 +231,7 @@ TEST_F(TuneCliTest, ReplayedSweepSummary) {
   const fs::path recorded = fs::path(MLATUNE_TEST_DATA_DIR) / "data" / "h200_sweeps.csv";
   // Exact configs only: the recorded sweeps measured no shape-bucketed config.
   Result r = tune({flagship.string(), "--replay", recorded.string(), "--shape", "B=2,T=32,H=4,D=16,R=24",
-                   "--max-evals", "30", "--seed", "3", "--strategy", "model", "--where", "SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+                   "--max-evals", "30", "--seed", "3", "--strategy", "model", "--where", kH200SweepsWhere});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has_line(r.out, "fused_mla_attention at B=2,T=32,H=4,D=16,R=24 on replay of h200_sweeps.csv")) << r.out;
   EXPECT_TRUE(has_line(r.out, "  configs: 1354 valid, 30 planned, 0 already in the database, 30 evaluated now"))
@@ -248,7 +251,7 @@ TEST_F(TuneCliTest, ReplayedSweepSummary) {
   // The same sweep again resumes: everything is already in the database.
   Result again = tune({flagship.string(), "--replay", recorded.string(), "--shape", "B=2,T=32,H=4,D=16,R=24",
                        "--max-evals", "30", "--seed", "3", "--strategy", "model", "--json", "--where",
-                       "SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+                       kH200SweepsWhere});
   ASSERT_EQ(again.code, 0) << again.err;
   json out = json::parse(again.out, nullptr, false);
   ASSERT_TRUE(out.is_object()) << again.out;
@@ -267,8 +270,8 @@ TEST_F(TuneCliTest, DefaultStrategySearchesAndWarmStartsAcrossShapes) {
   Result r = tune({flagship.string(), "--replay", recorded.string(), "--shape", "B=2,T=32,H=4,D=16,R=24", "--shape",
                    "B=4,T=256,H=8,D=32,R=64", "--max-evals", "40", "--seed", "3"});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(has(r.err, "mlatune: h200_sweeps.csv measured only configs with SHAPE_BUCKETS == exact && "
-                         "ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3) (its '# where:' line)"))
+  EXPECT_TRUE(has(r.err, fmt::format("mlatune: h200_sweeps.csv measured only configs with {} (its '# where:' line)",
+                                     kH200SweepsWhere)))
       << r.err;
   EXPECT_TRUE(has(r.err, "B=2,T=32,H=4,D=16,R=24: 1354 valid configs, strategy bayes (chosen by auto), budget 40, "))
       << r.err;

@@ -17,6 +17,7 @@
 #include "cache/store.h"
 #include "tests/run_program.h"
 #include "tuner/worker/client.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace mlatune {
 namespace {
@@ -83,7 +84,7 @@ class TuneRangeCli : public ::testing::Test {
     // The recorded sweeps cover exact configs of the algorithms that existed
     // then: replay serves that subspace.
     args.insert(args.begin(), {"tune", flagship.string(), "--replay", recorded.string(), "--where",
-                               "SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+                               kH200SweepsWhere});
     args.insert(args.end(), {"--db", db_.string(), "-q"});
     return run(args);
   }

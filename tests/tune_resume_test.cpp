@@ -21,6 +21,7 @@
 #include "cache/store.h"
 #include "core/error.h"
 #include "core/space.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace mlatune {
 namespace {
@@ -41,7 +42,7 @@ pid_t start_tune(const fs::path& db, std::vector<std::string> extra = {}) {
     // The recorded sweeps measured exact configs only (shape-bucketed ones
     // did not exist yet): replay serves that subspace.
     if (std::find(extra.begin(), extra.end(), "--replay") != extra.end())
-      extra.insert(extra.end(), {"--where", "SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+      extra.insert(extra.end(), {"--where", kH200SweepsWhere});
     if (std::find(extra.begin(), extra.end(), "--misses") == extra.end())
       args.insert(args.end(), {"--shape", shape_text});
     args.insert(args.end(), extra.begin(), extra.end());
@@ -78,7 +79,7 @@ void wait_for_a_commit(const fs::path& db, std::chrono::milliseconds limit) {
 
 TEST(TuneResume, KilledSweepsResumeWithoutDuplicatesOrGaps) {
   ASSERT_TRUE(fs::exists(fs::path(MLATUNE_BINARY_DIR) / "mlatune"));
-  SearchSpace space = SearchSpace::load(space_file).restrict({"SHAPE_BUCKETS == exact && ALGORITHM <= tf32x3_2k && KEY_SPLITS == 1 && (UNROLL == 1 || ALGORITHM < tf32x3)"});
+  SearchSpace space = SearchSpace::load(space_file).restrict({kH200SweepsWhere});
   Shape shape = space.parse_shape(shape_text);
   const std::uint64_t valid = space.count(shape);
   ASSERT_EQ(valid, 3205u);
