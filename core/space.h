@@ -280,6 +280,13 @@ class SearchSpace {
   /// A valid config drawn uniformly at random among all valid configs;
   /// nullopt when there is none.
   std::optional<Config> sample(const Shape& shape, std::mt19937_64& rng) const;
+  /// `n` independent uniform draws among the valid configs (repeats
+  /// possible), in random order: distributed as `n` calls of sample(), but
+  /// one walk of the constrained tree serves them all, so the cost does not
+  /// grow with how rare valid configs are in the raw product (sample()'s
+  /// rejection can take thousands of attempts a draw in a space restricted
+  /// by --where).  Empty when no config is valid.
+  std::vector<Config> sample_many(const Shape& shape, std::mt19937_64& rng, std::size_t n) const;
   /// The constraint that removes the most configs for `shape` (for the
   /// "no valid config" message); empty when there are no constraints.
   std::string most_restrictive_constraint(const Shape& shape) const;

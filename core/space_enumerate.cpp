@@ -11,6 +11,7 @@
 // multiplication; for_each_valid keeps declaration order so that it visits
 // configs in lexicographic order.
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "core/space.h"
@@ -281,6 +282,71 @@ std::optional<Config> SearchSpace::sample(const Shape& shape, std::mt19937_64& r
     if (!chosen) return std::nullopt;  // unreachable while counts are consistent
   }
   return config;
+}
+
+std::vector<Config> SearchSpace::sample_many(const Shape& shape, std::mt19937_64& rng,
+                                             std::size_t n) const {
+  const Impl& s = *impl_;
+  std::vector<Config> out;
+  const std::uint64_t total = n ? s.cached_count(shape) : 0;
+  if (total == 0) return out;
+  out.reserve(n);
+  if (total == UINT64_MAX) {  // saturated: the indices below cannot be drawn
+    for (std::size_t i = 0; i < n; ++i)
+      if (auto c = sample(shape, rng)) out.push_back(std::move(*c));
+    return out;
+  }
+  // The draws as indices into the valid configs in counting order, sorted so
+  // that each subtree of the walk owns a contiguous run of them.
+  std::vector<std::uint64_t> index(n);
+  std::uniform_int_distribution<std::uint64_t> pick(0, total - 1);
+  for (std::uint64_t& k : index) k = pick(rng);
+  std::sort(index.begin(), index.end());
+
+  const EnumerationPlan& plan = s.counting;
+  const std::size_t count = s.parameters.size();
+  auto evaluator = s.lease();
+  s.bind_shape(*evaluator, shape);
+  double* slots = evaluator->variables() + s.shape_variables.size();
+  Config config;
+  config.choice.assign(count, 0);
+  // Emits index[first, last), whose configs all lie below the node bound
+  // down to `depth`, whose first valid config has index `base`.
+  std::function<void(std::size_t, std::size_t, std::size_t, std::uint64_t)> walk =
+      [&](std::size_t depth, std::size_t first, std::size_t last, std::uint64_t base) {
+        if (depth >= plan.deepest) {  // no constraint below: a mixed-radix number
+          for (std::size_t i = first; i < last; ++i) {
+            std::uint64_t k = index[i] - base;
+            for (std::size_t d = depth; d < count; ++d) {
+              config.choice[plan.order[d]] = static_cast<std::uint32_t>(k / plan.suffix_product[d + 1]);
+              k %= plan.suffix_product[d + 1];
+            }
+            out.push_back(config);
+          }
+          return;
+        }
+        const std::size_t p = plan.order[depth];
+        const Parameter& parameter = s.parameters[p];
+        for (std::uint32_t v = 0; v < parameter.numeric.size() && first < last; ++v) {
+          slots[p] = static_cast<double>(parameter.numeric[v]);
+          if (!all_hold(*evaluator, plan.checks[depth + 1])) continue;
+          const std::uint64_t below = s.count_below(plan, *evaluator, depth + 1);
+          const std::size_t end = static_cast<std::size_t>(
+              std::lower_bound(index.begin() + first, index.begin() + last, base + below) - index.begin());
+          if (end > first) {
+            config.choice[p] = v;
+            walk(depth + 1, first, end, base);
+          }
+          first = end;
+          base += below;
+        }
+      };
+  if (all_hold(*evaluator, plan.checks[0])) walk(0, 0, n, 0);
+  // Sorted draws put in uniformly random order are distributed as
+  // independent draws in the order made.
+  for (std::size_t i = out.size(); i > 1; --i)
+    std::swap(out[i - 1], out[std::uniform_int_distribution<std::size_t>(0, i - 1)(rng)]);
+  return out;
 }
 
 }  // namespace mlatune

@@ -4,12 +4,16 @@
 // usual kinds; dense.yaml: 10 million raw configs, almost all valid, with a
 // constraint over every parameter (nothing can be multiplied out).  Counts
 // are cached per shape, so every iteration counts a shape not seen before.
+// A pool of 2000 draws (the model strategy's, when the space is too large to
+// hold) from the flagship restricted as the replay fixture is, at S0 and S1:
+// sample() 2000 times against one sample_many().
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
 #include <random>
 
 #include "core/space.h"
+#include "tests/h200_sweeps_where.h"
 
 namespace {
 
@@ -67,6 +71,34 @@ void BM_SampleLargeSpace(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(space.sample(shape, rng));
 }
 BENCHMARK(BM_SampleLargeSpace)->Unit(benchmark::kMicrosecond);
+
+const mlatune::SearchSpace& restricted_flagship() {
+  static const mlatune::SearchSpace space =
+      mlatune::SearchSpace::load(spaces_dir.parent_path().parent_path() / "search_spaces" /
+                                 "fused_mla_attention.yaml")
+          .restrict({mlatune::kH200SweepsWhere});
+  return space;
+}
+const char* const kPoolShapes[] = {"B=2,T=32,H=4,D=16,R=24", "B=4,T=256,H=8,D=32,R=64"};
+
+void BM_PoolOfSamples(benchmark::State& state) {
+  const mlatune::SearchSpace& space = restricted_flagship();
+  const mlatune::Shape shape = space.parse_shape(kPoolShapes[state.range(0)]);
+  std::mt19937_64 rng(1);
+  for (auto _ : state)
+    for (int i = 0; i < 2000; ++i) benchmark::DoNotOptimize(space.sample(shape, rng));
+  state.counters["valid_configs"] = static_cast<double>(space.count(shape));
+}
+BENCHMARK(BM_PoolOfSamples)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_PoolOfSampleMany(benchmark::State& state) {
+  const mlatune::SearchSpace& space = restricted_flagship();
+  const mlatune::Shape shape = space.parse_shape(kPoolShapes[state.range(0)]);
+  std::mt19937_64 rng(1);
+  for (auto _ : state) benchmark::DoNotOptimize(space.sample_many(shape, rng, 2000));
+  state.counters["valid_configs"] = static_cast<double>(space.count(shape));
+}
+BENCHMARK(BM_PoolOfSampleMany)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_CheckOneConfig(benchmark::State& state) {
   const mlatune::SearchSpace& space = large_space();

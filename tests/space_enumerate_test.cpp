@@ -1,12 +1,15 @@
 // Lazy enumeration: count() and for_each_valid() against a brute force over
-// the raw product (through check()), and sample() against a chi-square test
-// of uniformity that is shown to catch a biased sampler.
+// the raw product (through check()), and sample() and sample_many() against
+// a chi-square test of uniformity that is shown to catch a biased sampler.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 #include "core/error.h"
 #include "core/space.h"
@@ -292,11 +295,84 @@ TEST(Sampling, TheTestCatchesABiasedSampler) {
   EXPECT_GT(chi2, chi_square_critical(69)) << "chi2 " << chi2;
 }
 
+// sample_many: the same statistic, the draws made in batches.
+TEST(Sampling, SampleManyIsUniformWithHighAndTinyAcceptance) {
+  SearchSpace small = SearchSpace::load(spaces_dir / "small.yaml");
+  const Shape small_shape{{1000, 16}};
+  SearchSpace tiny =
+      make_space({"A: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]",
+                  "B: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]",
+                  "C: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]"},
+                 {"A + B == 19", "C == A % 4"});
+  const Shape tiny_shape{{64, 8}};
+  for (auto [space, shape, valid] :
+       {std::tuple{&small, small_shape, 70}, std::tuple{&tiny, tiny_shape, 20}}) {
+    std::mt19937_64 rng(4242);
+    std::vector<Config> batch;
+    std::size_t used = 0;
+    bool only_valid = false;
+    const double chi2 = sampled_chi_square(
+        *space, shape,
+        [&]() -> std::optional<Config> {
+          if (used == batch.size()) {
+            batch = space->sample_many(shape, rng, 997);
+            EXPECT_EQ(batch.size(), 997u);
+            used = 0;
+          }
+          return batch[used++];
+        },
+        valid * 300, &only_valid);
+    EXPECT_TRUE(only_valid);
+    EXPECT_LT(chi2, chi_square_critical(valid - 1)) << valid << " valid: chi2 " << chi2;
+  }
+}
+
+// The order of a batch is random too: its first draw alone is uniform (a
+// batch left in the walk's order would favour the first valid configs).
+TEST(Sampling, SampleManysFirstDrawIsUniform) {
+  SearchSpace s = SearchSpace::load(spaces_dir / "small.yaml");
+  const Shape shape{{1000, 16}};
+  std::mt19937_64 rng(8);
+  bool only_valid = false;
+  double chi2 = sampled_chi_square(
+      s, shape, [&]() -> std::optional<Config> { return s.sample_many(shape, rng, 8).front(); }, 70 * 300,
+      &only_valid);
+  EXPECT_TRUE(only_valid);
+  EXPECT_LT(chi2, chi_square_critical(69)) << "chi2 " << chi2;
+  // Sorted, the same batches fail it.
+  chi2 = sampled_chi_square(
+      s, shape,
+      [&]() -> std::optional<Config> {
+        std::vector<Config> batch = s.sample_many(shape, rng, 8);
+        return *std::min_element(batch.begin(), batch.end());
+      },
+      70 * 300, &only_valid);
+  EXPECT_GT(chi2, chi_square_critical(69)) << "chi2 " << chi2;
+}
+
+TEST(Sampling, SampleManyWithNothingValidOrNothingAskedIsEmptyAndSaturatedStillDraws) {
+  std::mt19937_64 rng(5);
+  SearchSpace tight = make_space({"A: [2, 4]", "B: [1, 2]"}, {"A * B <= N", "B <= 2"});
+  EXPECT_TRUE(tight.sample_many(Shape{{1, 1}}, rng, 10).empty());
+  EXPECT_TRUE(tight.sample_many(Shape{{8, 1}}, rng, 0).empty());
+  EXPECT_EQ(tight.sample_many(Shape{{8, 1}}, rng, 10).size(), 10u);
+  std::vector<std::string> parameters;
+  for (int i = 0; i < 20; ++i)
+    parameters.push_back("P" + std::to_string(i) +
+                         ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]");
+  SearchSpace huge = make_space(parameters, {"P0 + P1 <= 20"});
+  ASSERT_EQ(huge.count(shapes[0]), UINT64_MAX);
+  const std::vector<Config> drawn = huge.sample_many(shapes[0], rng, 50);
+  EXPECT_EQ(drawn.size(), 50u);
+  for (const Config& c : drawn) EXPECT_TRUE(huge.check(c, shapes[0]));
+}
+
 TEST(Sampling, SampleIsReproducibleForAFixedSeed) {
   SearchSpace s = SearchSpace::load(spaces_dir / "small.yaml");
   Shape shape{{1000, 16}};
   std::mt19937_64 a(99), b(99);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(shape, a), s.sample(shape, b));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample_many(shape, a, 100), s.sample_many(shape, b, 100));
 }
 
 }  // namespace

@@ -347,8 +347,8 @@ class Bayes final : public Strategy {
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores_[a] > scores_[b]; });
     std::set<Config> pool;
     for (std::size_t k = 0; k < std::min(kPoolKept, order.size()); ++k) pool.insert(pool_[order[k]]);
-    for (std::size_t i = 0; i < kPoolFresh; ++i)
-      if (auto c = space_.sample(shape_, rng_); c && !untried_.tried(*c)) pool.insert(std::move(*c));
+    for (Config& c : space_.sample_many(shape_, rng_, kPoolFresh))
+      if (!untried_.tried(c)) pool.insert(std::move(c));
     for (std::size_t at : incumbents())
       for (Config& c : moves(observed_configs_[at], false)) pool.insert(std::move(c));
     pool_.assign(pool.begin(), pool.end());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <set>
 
@@ -92,9 +93,8 @@ class ModelBased final : public Strategy {
   }
 
   void refresh_pool(const std::vector<std::pair<Config, double>>& data) {
-    std::set<Config> pool;
-    for (std::size_t i = 0; i < kPoolSize; ++i)
-      if (auto c = space_.sample(shape_, rng_)) pool.insert(std::move(*c));
+    std::vector<Config> drawn = space_.sample_many(shape_, rng_, kPoolSize);
+    std::set<Config> pool(std::make_move_iterator(drawn.begin()), std::make_move_iterator(drawn.end()));
     std::vector<std::pair<double, Config>> by_time;
     for (const auto& [c, y] : data) by_time.push_back({y, c});
     std::sort(by_time.begin(), by_time.end());
