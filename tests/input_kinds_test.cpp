@@ -16,19 +16,16 @@
 #include "core/space.h"
 #include "tuner/evaluator.h"
 #include "tuner/mla_cpu_reference.h"
+#include "tests/mla_host_inputs.h"
 
 namespace mlatune {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<float> normal_data(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> data(n);
-  for (float& x : data) x = normal(rng);
-  return data;
-}
+using test_support::mla_inputs;
+using test_support::MlaInputs;
+using test_support::normal_data;
 
 std::vector<float> shaped(InputKind kind, std::string_view name, std::vector<std::int64_t> extents,
                           const std::vector<float>& original, std::uint64_t seed = 11) {
@@ -129,20 +126,6 @@ TEST(InputKinds, NearTiesPairKeyRowsWithinTwoToTheMinus20) {
 }
 
 // ---- conditioning: a plain float32 computation against the float64 reference ----
-
-struct MlaInputs {
-  std::vector<float> q, kv, wk, wv;
-};
-
-MlaInputs mla_inputs(const MlaShape& s, InputKind kind) {
-  MlaInputs in{normal_data(s.q_elements(), 5), normal_data(s.latent_elements(), 6),
-               normal_data(s.weight_elements(), 7), normal_data(s.weight_elements(), 8)};
-  apply_input_kind(kind, HostInput{"q", {s.B, s.T, s.H, s.D}, in.q}, 21);
-  apply_input_kind(kind, HostInput{"kv_latent", {s.B, s.T, s.R}, in.kv}, 22);
-  apply_input_kind(kind, HostInput{"w_up_k", {s.R, s.H, s.D}, in.wk}, 23);
-  apply_input_kind(kind, HostInput{"w_up_v", {s.R, s.H, s.D}, in.wv}, 24);
-  return in;
-}
 
 /// Keys or values of (b, h) expanded in float32: [T][D].
 std::vector<float> expand(const MlaShape& s, const MlaInputs& in, const std::vector<float>& w, std::int64_t b,
