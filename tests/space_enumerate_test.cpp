@@ -339,7 +339,7 @@ TEST(Sampling, SampleManysFirstDrawIsUniform) {
       &only_valid);
   EXPECT_TRUE(only_valid);
   EXPECT_LT(chi2, chi_square_critical(69)) << "chi2 " << chi2;
-  // Sorted, the same batches fail it.
+  // Left in the walk's order (the smallest config first), batches fail it.
   chi2 = sampled_chi_square(
       s, shape,
       [&]() -> std::optional<Config> {
