@@ -217,6 +217,56 @@ void SearchSpace::for_each_valid(const Shape& shape,
   walk(0);
 }
 
+namespace {
+
+// The valid configs at `sorted` (indices into the valid configs of the
+// evaluator's bound shape in counting order, ascending, repeats allowed),
+// appended to `out` in that order: one walk in counting order that skips
+// whole subtrees by their counts, so that each subtree owns a contiguous run
+// of the indices.  The shape's top-level checks must hold.
+void configs_at_indices(const SearchSpace::Impl& s, ExpressionEvaluator& evaluator,
+                        const std::vector<std::uint64_t>& sorted, std::vector<Config>& out) {
+  const EnumerationPlan& plan = s.counting;
+  const std::size_t count = s.parameters.size();
+  double* slots = evaluator.variables() + s.shape_variables.size();
+  Config config;
+  config.choice.assign(count, 0);
+  // Emits sorted[first, last), whose configs all lie below the node bound
+  // down to `depth`, whose first valid config has index `base`.
+  std::function<void(std::size_t, std::size_t, std::size_t, std::uint64_t)> walk =
+      [&](std::size_t depth, std::size_t first, std::size_t last, std::uint64_t base) {
+        if (depth >= plan.deepest) {  // no constraint below: a mixed-radix number
+          for (std::size_t i = first; i < last; ++i) {
+            std::uint64_t k = sorted[i] - base;
+            for (std::size_t d = depth; d < count; ++d) {
+              config.choice[plan.order[d]] = static_cast<std::uint32_t>(k / plan.suffix_product[d + 1]);
+              k %= plan.suffix_product[d + 1];
+            }
+            out.push_back(config);
+          }
+          return;
+        }
+        const std::size_t p = plan.order[depth];
+        const Parameter& parameter = s.parameters[p];
+        for (std::uint32_t v = 0; v < parameter.numeric.size() && first < last; ++v) {
+          slots[p] = static_cast<double>(parameter.numeric[v]);
+          if (!all_hold(evaluator, plan.checks[depth + 1])) continue;
+          const std::uint64_t below = s.count_below(plan, evaluator, depth + 1);
+          const std::size_t end = static_cast<std::size_t>(
+              std::lower_bound(sorted.begin() + first, sorted.begin() + last, base + below) - sorted.begin());
+          if (end > first) {
+            config.choice[p] = v;
+            walk(depth + 1, first, end, base);
+          }
+          first = end;
+          base += below;
+        }
+      };
+  walk(0, 0, sorted.size(), 0);
+}
+
+}  // namespace
+
 std::optional<Config> SearchSpace::sample(const Shape& shape, std::mt19937_64& rng) const {
   const Impl& s = *impl_;
   const EnumerationPlan& plan = s.counting;
@@ -258,30 +308,11 @@ std::optional<Config> SearchSpace::sample(const Shape& shape, std::mt19937_64& r
     for (;;)
       if (attempt()) return config;
   }
-  std::uint64_t k = std::uniform_int_distribution<std::uint64_t>(0, total - 1)(rng);
-  for (std::size_t d = 0; d < count; ++d) {
-    std::size_t p = plan.order[d];
-    const Parameter& parameter = s.parameters[p];
-    if (d >= plan.deepest) {  // no constraint below: k is a mixed-radix number
-      config.choice[p] = static_cast<std::uint32_t>(k / plan.suffix_product[d + 1]);
-      k %= plan.suffix_product[d + 1];
-      continue;
-    }
-    bool chosen = false;
-    for (std::uint32_t i = 0; i < parameter.numeric.size() && !chosen; ++i) {
-      slots[p] = static_cast<double>(parameter.numeric[i]);
-      if (!all_hold(*evaluator, plan.checks[d + 1])) continue;
-      std::uint64_t below = s.count_below(plan, *evaluator, d + 1);
-      if (k < below) {
-        config.choice[p] = i;
-        chosen = true;
-      } else {
-        k -= below;
-      }
-    }
-    if (!chosen) return std::nullopt;  // unreachable while counts are consistent
-  }
-  return config;
+  const std::vector<std::uint64_t> k{std::uniform_int_distribution<std::uint64_t>(0, total - 1)(rng)};
+  std::vector<Config> found;
+  configs_at_indices(s, *evaluator, k, found);
+  if (found.empty()) return std::nullopt;  // unreachable while counts are consistent
+  return std::move(found.front());
 }
 
 std::vector<Config> SearchSpace::sample_many(const Shape& shape, std::mt19937_64& rng,
@@ -303,45 +334,9 @@ std::vector<Config> SearchSpace::sample_many(const Shape& shape, std::mt19937_64
   for (std::uint64_t& k : index) k = pick(rng);
   std::sort(index.begin(), index.end());
 
-  const EnumerationPlan& plan = s.counting;
-  const std::size_t count = s.parameters.size();
   auto evaluator = s.lease();
   s.bind_shape(*evaluator, shape);
-  double* slots = evaluator->variables() + s.shape_variables.size();
-  Config config;
-  config.choice.assign(count, 0);
-  // Emits index[first, last), whose configs all lie below the node bound
-  // down to `depth`, whose first valid config has index `base`.
-  std::function<void(std::size_t, std::size_t, std::size_t, std::uint64_t)> walk =
-      [&](std::size_t depth, std::size_t first, std::size_t last, std::uint64_t base) {
-        if (depth >= plan.deepest) {  // no constraint below: a mixed-radix number
-          for (std::size_t i = first; i < last; ++i) {
-            std::uint64_t k = index[i] - base;
-            for (std::size_t d = depth; d < count; ++d) {
-              config.choice[plan.order[d]] = static_cast<std::uint32_t>(k / plan.suffix_product[d + 1]);
-              k %= plan.suffix_product[d + 1];
-            }
-            out.push_back(config);
-          }
-          return;
-        }
-        const std::size_t p = plan.order[depth];
-        const Parameter& parameter = s.parameters[p];
-        for (std::uint32_t v = 0; v < parameter.numeric.size() && first < last; ++v) {
-          slots[p] = static_cast<double>(parameter.numeric[v]);
-          if (!all_hold(*evaluator, plan.checks[depth + 1])) continue;
-          const std::uint64_t below = s.count_below(plan, *evaluator, depth + 1);
-          const std::size_t end = static_cast<std::size_t>(
-              std::lower_bound(index.begin() + first, index.begin() + last, base + below) - index.begin());
-          if (end > first) {
-            config.choice[p] = v;
-            walk(depth + 1, first, end, base);
-          }
-          first = end;
-          base += below;
-        }
-      };
-  if (all_hold(*evaluator, plan.checks[0])) walk(0, 0, n, 0);
+  if (all_hold(*evaluator, s.counting.checks[0])) configs_at_indices(s, *evaluator, index, out);
   // Sorted draws put in uniformly random order are distributed as
   // independent draws in the order made.
   for (std::size_t i = out.size(); i > 1; --i)
