@@ -30,6 +30,9 @@
 //   tf32x3_wgmma_ws tf32x3_wgmma's attention, warp-specialized: one more
 //             warpgroup stages and splits the K/V tiles into a ring of two
 //             buffers while the others run the MMAs; see mla_wgmma_ws.cuh.
+//   f16x3_wgmma_ws tf32x3_wgmma_ws with each fp32 product as three FP16
+//             products (with power-of-two scales) instead of three TF32
+//             ones; see mla_wgmma_f16.cuh.
 //
 // Work map: a block owns QUERIES_PER_BLOCK consecutive positions of one batch
 // and HEADS_PER_BLOCK consecutive heads; THREADS_PER_QUERY lanes (a power of
@@ -64,7 +67,7 @@
 #endif
 #if !defined(ALGORITHM) || !defined(ALGORITHM_expanded) || !defined(ALGORITHM_tf32x3) || \
     !defined(ALGORITHM_tf32x3_2k) || !defined(ALGORITHM_tf32x3_kvgemm) || !defined(ALGORITHM_tf32x3_wgmma) || \
-    !defined(ALGORITHM_tf32x3_wgmma_ws) || \
+    !defined(ALGORITHM_tf32x3_wgmma_ws) || !defined(ALGORITHM_f16x3_wgmma_ws) || \
     !defined(THREADS_PER_QUERY) || \
     !defined(QUERIES_PER_BLOCK) || !defined(HEADS_PER_BLOCK) || !defined(STAGE_LATENT) ||  \
     !defined(KEY_TILE) || !defined(FLOAT4) || !defined(UNROLL) || !defined(STAGE_WEIGHTS) || \
@@ -93,14 +96,19 @@ constexpr bool kExpanded = ALGORITHM == ALGORITHM_expanded;
 constexpr bool kKvGemm = ALGORITHM == ALGORITHM_tf32x3_kvgemm;
 constexpr bool kWgmma = ALGORITHM == ALGORITHM_tf32x3_wgmma;
 constexpr bool kWgmmaWs = ALGORITHM == ALGORITHM_tf32x3_wgmma_ws;
-constexpr bool kGemmPrologue = kKvGemm || kWgmma || kWgmmaWs;
+// f16x3_wgmma_ws: tf32x3_wgmma_ws's structure with FP16 split products
+// (mla_wgmma_f16.cuh).
+constexpr bool kGemmPrologue = kKvGemm || kWgmma || kWgmmaWs || ALGORITHM == ALGORITHM_f16x3_wgmma_ws;
 constexpr bool k2k = ALGORITHM == ALGORITHM_tf32x3_2k || kGemmPrologue;
 constexpr bool kTc = ALGORITHM == ALGORITHM_tf32x3 || k2k;
 constexpr int kTpq = THREADS_PER_QUERY;
 constexpr int kQpb = QUERIES_PER_BLOCK;
 constexpr int kHpb = HEADS_PER_BLOCK;
-// (tf32x3_wgmma_ws: one more warpgroup, the producer; see mla_wgmma_ws.cuh.)
-constexpr int kThreads = kTpq * kQpb * kHpb + (ALGORITHM == ALGORITHM_tf32x3_wgmma_ws ? 128 : 0);
+// (tf32x3_wgmma_ws and f16x3_wgmma_ws: one more warpgroup, the producer;
+// see mla_wgmma_ws.cuh.)
+constexpr int kThreads =
+    kTpq * kQpb * kHpb +
+    (ALGORITHM == ALGORITHM_tf32x3_wgmma_ws || ALGORITHM == ALGORITHM_f16x3_wgmma_ws ? 128 : 0);
 constexpr bool kStage = STAGE_LATENT != 0;
 constexpr int kKeyTile = KEY_TILE;
 constexpr int kVec = FLOAT4 ? 4 : 1;  // floats per load
@@ -138,13 +146,15 @@ static_assert(kVec == 1 || (kR % 4 == 0 && kD % 4 == 0), "FLOAT4 needs R % 4 == 
 static_assert(!kExpanded || kD % (kTpq * kVec) == 0,
               "expanded needs D divisible by THREADS_PER_QUERY (x4 with FLOAT4)");
 static_assert(kSplits == 1 || ((kSplits == 2 || kSplits == 4 || kSplits == 8) && kTc && !kWgmma && !kWgmmaWs &&
+                                ALGORITHM != ALGORITHM_f16x3_wgmma_ws &&
                                 (kHpb * kQpb) % kSplits == 0),
               "KEY_SPLITS (2, 4 or 8) is the mma.sync attention's (tf32x3, tf32x3_2k, tf32x3_kvgemm)");
-static_assert(!kTc || (kTpq == 2 && kQpb % 16 == 0 && kStage && (kUnroll == 1 || kWgmmaWs || kSplitOnce) &&
+static_assert(!kTc || (kTpq == 2 && kQpb % 16 == 0 && kStage &&
+                       (kUnroll == 1 || kWgmmaWs || ALGORITHM == ALGORITHM_f16x3_wgmma_ws || kSplitOnce) &&
                        kKeyTile % 16 == 0),
               "tf32x3 needs THREADS_PER_QUERY 2 (a warp per 16 queries), QUERIES_PER_BLOCK a "
               "multiple of 16, STAGE_LATENT, UNROLL 1 (tf32x3 also 2: K and V split once; "
-              "tf32x3_wgmma_ws: its schedule) and KEY_TILE a multiple of 16");
+              "tf32x3_wgmma_ws and f16x3_wgmma_ws: their schedules) and KEY_TILE a multiple of 16");
 
 // Absorbed: lane j owns the R-chunks j, j + kTpq, j + 2 kTpq, ... of kVec
 // floats each; the last round may be partial (R need not divide evenly).
@@ -182,9 +192,13 @@ constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0
 // after everything else.)
 constexpr int kLoFloats = kSplitOnce ? 2 * kHpb * kKeyTile * kKs : 0;
 // (tf32x3_wgmma: per head, Q, K and V^T tiles, each as TF32 hi and lo parts;
-// tf32x3_wgmma_ws: Q hi and lo, then two buffers of K and V^T hi and lo.)
+// tf32x3_wgmma_ws: Q hi and lo, then two buffers of K and V^T hi and lo;
+// f16x3_wgmma_ws: mla_wgmma_f16.cuh's kF16SmemBytes, in halves and words.)
+constexpr int kDh16 = (kD + 15) / 16 * 16;
 constexpr unsigned kSmemBytes = kWgmma     ? 4u * kHpb * 2 * kDp * (kQpb + 2 * kKeyTile)
                                 : kWgmmaWs ? 4u * kDp * (2 * kQpb + 8 * kKeyTile)
+                                : ALGORITHM == ALGORITHM_f16x3_wgmma_ws
+                                    ? 6u * kQpb * kDh16 + 8u * kKeyTile * (kDh16 + kDp) + 4u * (5 * (kKeyTile + 4) + kQpb)
                                            : 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats) +
                                                    kLoFloats);
 // fused_mla_expand_kv of tf32x3_kvgemm and tf32x3_wgmma is a GEMM of its own, [B*T, R] latent
@@ -1530,6 +1544,7 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 
 #include "mla_wgmma.cuh"
 #include "mla_wgmma_ws.cuh"
+#include "mla_wgmma_f16.cuh"
 #include "mla_wgmma_expand.cuh"
 #include "mla_fma_expand.cuh"
 #include "mla_fma_cluster.cuh"
@@ -1555,7 +1570,8 @@ __device__ __forceinline__ void expand_key_tile(const float* __restrict__ kv_lat
 // each kernel's code is the same as in a compile of both.
 #ifndef MLATUNE_PART_MAIN
 #if EXPAND_GEMM == EXPAND_GEMM_fma_cluster && \
-    (ALGORITHM == ALGORITHM_tf32x3_kvgemm || ALGORITHM == ALGORITHM_tf32x3_wgmma || ALGORITHM == ALGORITHM_tf32x3_wgmma_ws)
+    (ALGORITHM == ALGORITHM_tf32x3_kvgemm || ALGORITHM == ALGORITHM_tf32x3_wgmma || \
+     ALGORITHM == ALGORITHM_tf32x3_wgmma_ws || ALGORITHM == ALGORITHM_f16x3_wgmma_ws)
 #define MLA_EXPAND_CLUSTER __cluster_dims__(MLA_FMA_CLUSTER_SPLIT, 1, 1)
 #else
 #define MLA_EXPAND_CLUSTER
@@ -1626,7 +1642,7 @@ fused_mla_expand_kv(const float* __restrict__ q, const float* __restrict__ kv_la
 // Launch: grid [ceil(T / QUERIES_PER_BLOCK) * (H / HEADS_PER_BLOCK) * B
 // * KEY_SPLITS] (KEY_SPLITS > 1: clusters of KEY_SPLITS blocks),
 // block [mla::kThreads: THREADS_PER_QUERY * QUERIES_PER_BLOCK *
-// HEADS_PER_BLOCK, plus 128 for tf32x3_wgmma_ws's producer], dynamic shared
+// HEADS_PER_BLOCK, plus 128 for the ws algorithms' producer], dynamic shared
 // memory mla::kSmemBytes; anything else traps.  kv_ws is read by
 // tf32x3_2k only (written by fused_mla_expand_kv just before); the other
 // algorithms get a null pointer.
@@ -1680,6 +1696,8 @@ fused_mla_attention(const float* __restrict__ q, const float* __restrict__ kv_la
     wgmma_attention(q, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, tid, smem, dims);
   } else if constexpr (kWgmmaWs) {
     wgmma_ws_attention(q, out, kv_ws, T, scale, b, t0, hg, s_end, tid, smem, dims);
+  } else if constexpr (kF16Ws) {
+    wgmma_f16_attention(q, out, kv_ws, T, scale, b, t0, hg, s_end, tid, smem, dims);
   } else if constexpr (kTc) {
     tf32x3(q, kv_latent, w_up_k, w_up_v, out, kv_ws, T, scale, b, t0, hg * kHpb, s_end, split, tid,
            smem, dims);

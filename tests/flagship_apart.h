@@ -1,5 +1,5 @@
-// The flagship space, whose prologue is compiled apart for tf32x3_kvgemm and
-// tf32x3_wgmma_ws (search_spaces/fused_mla_attention.yaml, prologue.apart):
+// The flagship space, whose prologue is compiled apart for tf32x3_kvgemm,
+// tf32x3_wgmma_ws and f16x3_wgmma_ws (search_spaces/fused_mla_attention.yaml, prologue.apart):
 // for prologue_apart_test and bench_compile, which refuse to run on a space
 // without it rather than test nothing.
 #pragma once

@@ -1,4 +1,4 @@
-// tf32x3_wgmma and tf32x3_wgmma_ws end to end on an sm_90 GPU (label gpu;
+// tf32x3_wgmma, tf32x3_wgmma_ws and f16x3_wgmma_ws end to end on an sm_90 GPU (label gpu;
 // skips elsewhere): a covering sample of each one's configs at S0-S4, odd
 // shapes and T = 1, compiled for sm_90a and validated through the isolated
 // worker against the float64 reference (relative L2 <= 1e-5, no NaN, guards
@@ -92,7 +92,7 @@ TEST_P(MlaWgmmaGpu, SampledConfigsMatchTheFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MlaWgmmaGpu,
-    ::testing::Combine(::testing::Values("tf32x3_wgmma", "tf32x3_wgmma_ws"),
+    ::testing::Combine(::testing::Values("tf32x3_wgmma", "tf32x3_wgmma_ws", "f16x3_wgmma_ws"),
                        ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
                                                              {"X2_oddT_R30", "B=3,T=129,H=12,D=20,R=30"},
                                                              {"X5_issue", "B=2,T=333,H=8,D=64,R=100"},

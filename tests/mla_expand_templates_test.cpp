@@ -71,7 +71,8 @@ TEST_P(MlaExpandTemplates, EveryExpansionCompilesWithoutSpillsAndIsWhatItClaims)
     const std::string& expand_name = expand_names[std::get<0>(key)];
     const std::string& algorithm_name = space.parameters()[algorithm].text[std::get<2>(key)];
     const bool needs_wgmma = (expand_name != "fma" && expand_name != "fma_cluster") ||
-                             algorithm_name == "tf32x3_wgmma" || algorithm_name == "tf32x3_wgmma_ws";
+                             algorithm_name == "tf32x3_wgmma" || algorithm_name == "tf32x3_wgmma_ws" ||
+                             algorithm_name == "f16x3_wgmma_ws";
     EXPECT_EQ(request.arch, needs_wgmma ? "sm_90a" : "sm_90") << space.config_string(config);
     jobs.push_back(Job{space.config_string(config), expand_names[std::get<0>(key)], request, {}});
     jobs.back().result = pool.submit(jobs.back().request);

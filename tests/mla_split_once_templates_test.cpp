@@ -35,7 +35,7 @@ int compiled_d(const SearchSpace& space, const Config& config, const Shape& shap
   return 0;
 }
 
-// UNROLL 2 is valid in tf32x3 and tf32x3_wgmma_ws (its schedule) among the
+// UNROLL 2 is valid in tf32x3, tf32x3_wgmma_ws and f16x3_wgmma_ws (their schedules) among the
 // tensor-core algorithms, and wherever tf32x3 has it, its UNROLL 1 twin is
 // valid too, with the same grid and block and exactly the lo parts of one K
 // and one V tile per head more shared memory.
@@ -50,8 +50,8 @@ TEST(MlaSplitOnceSpace, UnrollTwoAddsTheLoPartsOfAKAndAVTile) {
     space.restrict({"UNROLL == 2", "ALGORITHM >= tf32x3"}).for_each_valid(shape, [&](const Config& config) {
       const std::string text = space.config_string(config);
       const std::string algorithm = text_of(space, config, "ALGORITHM");
-      EXPECT_TRUE(algorithm == "tf32x3" || algorithm == "tf32x3_wgmma_ws") << text;
-      if (algorithm != "tf32x3") return true;  // (ws: its UNROLL is its schedule)
+      EXPECT_TRUE(algorithm == "tf32x3" || algorithm == "tf32x3_wgmma_ws" || algorithm == "f16x3_wgmma_ws") << text;
+      if (algorithm != "tf32x3") return true;  // (the ws ones: their UNROLL is their schedule)
       Config one = config;
       one.choice[unroll] = 0;
       EXPECT_EQ(space.parameters()[unroll].text[0], "1");

@@ -1,4 +1,4 @@
-// tf32x3_wgmma and tf32x3_wgmma_ws compile everywhere the space says they
+// tf32x3_wgmma, tf32x3_wgmma_ws and f16x3_wgmma_ws compile everywhere the space says they
 // are valid, for sm_90a (the only target with wgmma), with no spills and no
 // wgmma that ptxas serialized, and their PTX holds wgmma (and,
 // warp-specialized, the named-barrier hand-off):
@@ -123,7 +123,12 @@ TEST_P(MlaWgmmaTemplates, EveryValidConfigCompilesForSm90aWithoutSpills) {
              count_of(ptx, "mma.sync"), jobs.front().first);
   EXPECT_GE(wgmma, 6u);
   EXPECT_EQ(count_of(ptx, "wgmma.mma_async.sync.aligned.m64n"), wgmma);
-  if (algorithm == "tf32x3_wgmma_ws") {
+  if (algorithm == "f16x3_wgmma_ws") {
+    // Every product is FP16 (k16), none TF32.
+    EXPECT_EQ(count_of(ptx, "k16.f32.f16.f16"), wgmma);
+    EXPECT_EQ(count_of(ptx, "k8.f32.tf32.tf32"), 0u);  // a TF32 wgmma (the prologue's mma.sync may be TF32)
+  }
+  if (algorithm == "tf32x3_wgmma_ws" || algorithm == "f16x3_wgmma_ws") {
     // The producer's arrivals and the consumers' waits on the ring's named
     // barriers (ids 1-4; 0 is __syncthreads).
     EXPECT_GE(count_of(ptx, "bar.arrive"), 2u) << "no named-barrier arrival in the PTX";
@@ -149,6 +154,16 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
                                                              {"X4_D100", "B=2,T=333,H=8,D=100,R=64"},
                                                              {"D128_T1", "B=3,T=1,H=2,D=128,R=40"}}))),
+    wgmma_param_name);
+// f16x3_wgmma_ws's FP16 buffers do fit at D 256 (164 KB at the smallest
+// tiles), and D 24 pads Q K^T's k to 16 past the workspace's 8.
+INSTANTIATE_TEST_SUITE_P(
+    F16Split, MlaWgmmaTemplates,
+    ::testing::Combine(::testing::Values("f16x3_wgmma_ws"),
+                       ::testing::ValuesIn(target_shapes_and({{"X1_oddT_D40", "B=2,T=333,H=5,D=40,R=100"},
+                                                             {"X4_D100", "B=2,T=333,H=8,D=100,R=64"},
+                                                             {"D24", "B=2,T=70,H=3,D=24,R=40"},
+                                                             {"D256", "B=1,T=300,H=3,D=256,R=129"}}))),
     wgmma_param_name);
 
 // A parameter's numeric value in a config.

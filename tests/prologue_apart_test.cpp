@@ -212,7 +212,7 @@ TEST(EntryPtx, AnEntrysCodeIsItsOwnWhateverElseTheModuleHolds) {
 // ---- the flagship ---------------------------------------------------------------
 
 // What sharing and the code identity rest on, on the flagship as shipped
-// (its prologue apart for tf32x3_kvgemm and tf32x3_wgmma_ws): for fixed
+// (its prologue apart for tf32x3_kvgemm, tf32x3_wgmma_ws and f16x3_wgmma_ws): for fixed
 // configs and configs drawn at random among those compiled apart at S1, S2
 // and S4:
 //   - the prologue part compiled as the config itself and as the config
@@ -245,7 +245,8 @@ TEST(FlagshipApart, EachPartHasTheCodeSharingAndTheIdentityClaim) {
       {"B=2,T=2048,H=32,D=64,R=256", fixed("tf32x3_kvgemm", 32, 2, 32, true, "bucketed", "wgmma_m64")},
       {"B=2,T=32,H=4,D=16,R=24", fixed("tf32x3_wgmma_ws", 64, 1, 32, true, "exact", "fma")},
       {"B=2,T=32,H=4,D=16,R=24", fixed("tf32x3_kvgemm", 32, 1, 32, true, "exact", "fma_cluster")},
-      {"B=4,T=256,H=8,D=32,R=64", fixed("tf32x3_wgmma_ws", 128, 1, 32, true, "exact", "mma_sync")}};
+      {"B=4,T=256,H=8,D=32,R=64", fixed("tf32x3_wgmma_ws", 128, 1, 32, true, "exact", "mma_sync")},
+      {"B=4,T=1024,H=16,D=64,R=128", fixed("f16x3_wgmma_ws", 128, 1, 64, false, "exact", "wgmma_m128")}};
   const std::size_t fixed_cases = cases.size();
   {
     // What the mapping is for: configs of two algorithms, FLOAT4 on and off,
@@ -254,6 +255,7 @@ TEST(FlagshipApart, EachPartHasTheCodeSharingAndTheIdentityClaim) {
     const std::optional<Config> a = space.prologue_apart_config(space.parse_config(cases[0].config), s2);
     ASSERT_TRUE(a);
     EXPECT_EQ(a, space.prologue_apart_config(space.parse_config(cases[1].config), s2));
+    EXPECT_EQ(a, space.prologue_apart_config(space.parse_config(cases[6].config), s2));  // f16x3_wgmma_ws
     // tf32x3_wgmma is compiled whole (the space says why).
     const Config wgmma = space.parse_config(fixed("tf32x3_wgmma", 128, 1, 64, false, "exact", "wgmma_m128"));
     ASSERT_TRUE(space.check(wgmma, s2));
