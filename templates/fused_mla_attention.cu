@@ -193,12 +193,13 @@ constexpr int kWeightFloats = kTc && STAGE_WEIGHTS ? kHpb * 2 * kRp * kWsPad : 0
 constexpr int kLoFloats = kSplitOnce ? 2 * kHpb * kKeyTile * kKs : 0;
 // (tf32x3_wgmma: per head, Q, K and V^T tiles, each as TF32 hi and lo parts;
 // tf32x3_wgmma_ws: Q hi and lo, then two buffers of K and V^T hi and lo;
-// f16x3_wgmma_ws: mla_wgmma_f16.cuh's kF16SmemBytes, in halves and words.)
-constexpr int kDh16 = (kD + 15) / 16 * 16;
+// f16x3_wgmma_ws: mla_wgmma_f16.cuh's kF16SmemBytes, in halves and words;
+// kDh, D padded to 16, is its Q K^T's k extent.)
+constexpr int kDh = (kD + 15) / 16 * 16;
 constexpr unsigned kSmemBytes = kWgmma     ? 4u * kHpb * 2 * kDp * (kQpb + 2 * kKeyTile)
                                 : kWgmmaWs ? 4u * kDp * (2 * kQpb + 8 * kKeyTile)
                                 : ALGORITHM == ALGORITHM_f16x3_wgmma_ws
-                                    ? 6u * kQpb * kDh16 + 8u * kKeyTile * (kDh16 + kDp) + 4u * (5 * (kKeyTile + 4) + kQpb)
+                                    ? 6u * kQpb * kDh + 8u * kKeyTile * (kDh + kDp) + 4u * (5 * (kKeyTile + 4) + kQpb)
                                            : 4u * (kLatentTileFloats + kKvTileFloats + (k2k ? 0 : kWeightFloats) +
                                                    kLoFloats);
 // fused_mla_expand_kv of tf32x3_kvgemm and tf32x3_wgmma is a GEMM of its own, [B*T, R] latent

@@ -39,10 +39,10 @@
 // FP16 operands use wgmma's canonical K-major layout without swizzle, core
 // matrices of 8 rows x 8 halves (128 contiguous bytes), the same byte
 // geometry as tf32x3_wgmma's (mla_wgmma.cuh).  Q K^T runs over D padded to
-// 16 (kDh: the k of one instruction), the padding zero.  FP16's A fragment
-// of m64nNk16 is exactly the S accumulators of two consecutive groups of 8
-// keys, so P V takes P from registers with no permutation, and V^T stores
-// keys in order.
+// 16 (kDh, defined beside kSmemBytes: the k of one instruction), the
+// padding zero.  FP16's A fragment of m64nNk16 is exactly the S
+// accumulators of two consecutive groups of 8 keys, so P V takes P from
+// registers with no permutation, and V^T stores keys in order.
 //
 // UNROLL picks the consumers' schedule as in tf32x3_wgmma_ws: 1 one tile
 // at a time (ws_f16_consume), 2 tile i's S issued beside tile i - 1's P V
@@ -60,7 +60,6 @@
 namespace mla {
 
 constexpr bool kF16Ws = ALGORITHM == ALGORITHM_f16x3_wgmma_ws;
-constexpr int kDh = (kD + 15) / 16 * 16;          // Q K^T's k extent
 constexpr int kFhQ = kQpb * kDh;                  // halves per Q array
 constexpr int kFhK = kKeyTile * kDh;              // halves per K array
 constexpr int kFhV = kDp * kKeyTile;              // halves per V^T array
