@@ -68,6 +68,15 @@ constexpr int kFhMeta = kKeyTile + 4;             // floats (words) per buffer's
 constexpr unsigned kF16SmemBytes =
     2u * (3 * kFhQ + kWsStages * kFhStage) + 4u * (kWsStages * kFhMeta + 3 * kFhMeta + kQpb);
 constexpr int kF16Sync = 1 + 2 * kWsStages;       // the producer's own named barrier
+constexpr int kFvUnits = (kKeyTile / 8) * kDp;    // the producer's V units: 8 keys of one column
+constexpr int kFvPer = (kFvUnits + 127) / 128;    // V units per producer thread
+// The producer holds the next tile's loads while it splits one
+// (F16Tile, ws_f16_produce) where two tiles' registers and about 64 more
+// fit in what __launch_bounds__ leaves a thread (kWsEntryRegs): at 384
+// threads KEY_TILE 16 and 32 at D 64 do, KEY_TILE 64 (64 registers a tile)
+// does not (it spilled 160 bytes, sm_90a, NVRTC 13.0).
+constexpr int kF16TileRegs = 4 * kWsPiecesPerThread + 8 * kFvPer;
+constexpr bool kF16Prefetch = 2 * kF16TileRegs + 64 <= kWsEntryRegs;
 static_assert(!kF16Ws || (kHpb == 1 && kQpb % kWgRows == 0 && kTpq == 2 && kThreads == kWsThreads &&
                           (kUnroll == 1 || kUnroll == 2) && !kBucketed &&
                           (kKeyTile == 16 || kKeyTile == 32 || kKeyTile == 64)),
@@ -102,19 +111,29 @@ __device__ __forceinline__ int f16_exp(unsigned m_bits) {
   return biased == 0 ? 126 : min(126, 4 - (biased - 126));
 }
 
-// x (already scaled) as FP16 hi and lo (lo scaled by 2^11), both as floats
-// that FP16 holds exactly.
-__device__ __forceinline__ void f16_split(float x, float& hi, float& lo) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(h));
-  lo = (x - hi) * 2048.0f;
-}
-
 // Two floats as one f16x2 word, `first` in the low half.
 __device__ __forceinline__ unsigned f16_pack(float first, float second) {
   unsigned r;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
+  return r;
+}
+
+// A pair (a, b), already scaled, as FP16 hi and lo (lo scaled by 2^11),
+// each an f16x2 word with a in the low half: hi rounded once, its value
+// read back from the packed word for lo.
+__device__ __forceinline__ void f16_split2(float a, float b, unsigned& hi, unsigned& lo) {
+  hi = f16_pack(a, b);
+  float ha, hb;
+  asm("{\n.reg .f16 l, u;\nmov.b32 {l, u}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, u;\n}"
+      : "=f"(ha), "=f"(hb)
+      : "r"(hi));
+  lo = f16_pack((a - ha) * 2048.0f, (b - hb) * 2048.0f);
+}
+
+// 2^11 hi of an f16x2 hi word: exact wherever |hi| < 32 (Q's and P's).
+__device__ __forceinline__ unsigned f16_times2048(unsigned hi) {
+  unsigned r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(hi), "r"(0x68006800u));  // 2048 in both halves
   return r;
 }
 
@@ -127,15 +146,25 @@ __device__ __forceinline__ float f16_max4(float4 x) {
 // 2^11 hi.
 __device__ __forceinline__ void f16_store4(unsigned short* h11, unsigned short* hi, unsigned short* lo, int at,
                                            float4 x, float mul) {
-  const float v[4] = {x.x * mul, x.y * mul, x.z * mul, x.w * mul};
-  float h[4], l[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) f16_split(v[e], h[e], l[e]);
-  *reinterpret_cast<uint2*>(hi + at) = make_uint2(f16_pack(h[0], h[1]), f16_pack(h[2], h[3]));
-  *reinterpret_cast<uint2*>(lo + at) = make_uint2(f16_pack(l[0], l[1]), f16_pack(l[2], l[3]));
-  if (h11 != nullptr)
-    *reinterpret_cast<uint2*>(h11 + at) =
-        make_uint2(f16_pack(h[0] * 2048.0f, h[1] * 2048.0f), f16_pack(h[2] * 2048.0f, h[3] * 2048.0f));
+  uint2 h, l;
+  f16_split2(x.x * mul, x.y * mul, h.x, l.x);
+  f16_split2(x.z * mul, x.w * mul, h.y, l.y);
+  *reinterpret_cast<uint2*>(hi + at) = h;
+  *reinterpret_cast<uint2*>(lo + at) = l;
+  if (h11 != nullptr) *reinterpret_cast<uint2*>(h11 + at) = make_uint2(f16_times2048(h.x), f16_times2048(h.y));
+}
+
+// Eight consecutive elements along k (scaled by mul) into the hi and lo
+// arrays at offset `at` (16 bytes each: at % 8 == 0).
+__device__ __forceinline__ void f16_store8(unsigned short* hi, unsigned short* lo, int at, const float (&x)[8],
+                                           float mul) {
+  uint4 h, l;
+  f16_split2(x[0] * mul, x[1] * mul, h.x, l.x);
+  f16_split2(x[2] * mul, x[3] * mul, h.y, l.y);
+  f16_split2(x[4] * mul, x[5] * mul, h.z, l.z);
+  f16_split2(x[6] * mul, x[7] * mul, h.w, l.w);
+  *reinterpret_cast<uint4*>(hi + at) = h;
+  *reinterpret_cast<uint4*>(lo + at) = l;
 }
 
 // d (64 x kN accumulators) += A (64 x 16) . B (kN x 16), FP16 operands,
@@ -213,13 +242,49 @@ __device__ __forceinline__ void ws_f16_sync() {  // the producer warpgroup only
   asm volatile("bar.sync %0, 128;" ::"r"(kF16Sync) : "memory");
 }
 
+// A key tile as the producer's threads hold it: K in 16-byte pieces of one
+// key row (wg_piece), V in units of 8 keys of one column (u % kDp, keys
+// 8 (u / kDp) ..), so that V^T takes each unit's hi and lo as one 16-byte
+// store each.  Keys at or past s_end are zero.
+struct F16Tile {
+  float4 k[kWsPiecesPerThread];
+  float v[kFvPer][8];
+};
+
+__device__ __forceinline__ void f16_load_tile(F16Tile& t, const float* head, int s0, int s_end, const Dims& dims,
+                                              int ptid) {
+#pragma unroll
+  for (int j = 0; j < kWsPiecesPerThread; ++j) {
+    const int idx = ptid + 128 * j;
+    const WgPiece p = wg_piece(idx);
+    t.k[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (idx < kWsPieces && s0 + p.row < s_end && p.col < dims.dp)
+      t.k[j] = __ldg(reinterpret_cast<const float4*>(head + static_cast<long long>(s0 + p.row) * dims.ws_row + p.col));
+  }
+#pragma unroll
+  for (int j = 0; j < kFvPer; ++j) {
+    const int u = ptid + 128 * j;
+    const int key0 = s0 + (u / kDp) * 8;
+    const float* src = head + dims.dp + u % kDp;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      t.v[j][e] = 0.0f;
+      if (u < kFvUnits && key0 + e < s_end) t.v[j][e] = __ldg(src + static_cast<long long>(key0 + e) * dims.ws_row);
+    }
+  }
+}
+
 // The producer warpgroup (ptid 0..127): every key tile of [0, s_end) into
 // the ring, split into FP16 with its scales.  Per tile, in the scratch
 // array i % 3: the maxima of K's rows and of V (atomicMax); a barrier of
 // the producer; then every thread reads them, stores its pieces split, and
 // clears scratch (i + 2) % 3: its last reader finished before this tile's
 // barrier, and its next writer (tile i + 2) starts only after tile i + 1's,
-// which follows this clear.
+// which follows this clear.  With kF16Prefetch, tile i + 1's loads are
+// issued before tile i is split, into a second F16Tile, so that their
+// latency runs under tile i's work (the producer bounds the block: see
+// docs/performance.md); without it (the registers do not allow two
+// tiles), they follow tile i's hand-off.
 __device__ __forceinline__ void ws_f16_produce(unsigned char* smem, const float* kv_ws, int b, int h, int T,
                                                int s_end, const Dims& dims, int ptid) {
   unsigned short* ring = reinterpret_cast<unsigned short*>(smem) + 3 * kFhQ;
@@ -228,30 +293,24 @@ __device__ __forceinline__ void ws_f16_produce(unsigned char* smem, const float*
   const float* head = kv_ws + (static_cast<long long>(b) * dims.h + h) * T * dims.ws_row;
   const int ntiles = (s_end + kKeyTile - 1) / kKeyTile;
   int ev_run = 126;  // V's exponent so far (never grows)
+  F16Tile t;
+  f16_load_tile(t, head, 0, s_end, dims, ptid);
   for (int i = 0; i < ntiles; ++i) {
     const int s0 = i * kKeyTile;
-    float4 k[kWsPiecesPerThread], v[kWsPiecesPerThread];
-#pragma unroll
-    for (int j = 0; j < kWsPiecesPerThread; ++j) {
-      const int idx = ptid + 128 * j;
-      const WgPiece p = wg_piece(idx);
-      k[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      v[j] = k[j];
-      if (idx < kWsPieces && s0 + p.row < s_end && p.col < dims.dp) {
-        const float* src = head + static_cast<long long>(s0 + p.row) * dims.ws_row + p.col;
-        k[j] = __ldg(reinterpret_cast<const float4*>(src));
-        v[j] = __ldg(reinterpret_cast<const float4*>(src + dims.dp));
-      }
-    }
+    F16Tile next;
+    if constexpr (kF16Prefetch) f16_load_tile(next, head, s0 + kKeyTile, s_end, dims, ptid);  // past s_end: nothing read
     unsigned* scr = scratch + (i % 3) * kFhMeta;
     float vmax = 0.0f;
 #pragma unroll
     for (int j = 0; j < kWsPiecesPerThread; ++j) {
       const int idx = ptid + 128 * j;
       if (idx >= kWsPieces) break;
-      atomicMax(scr + wg_piece(idx).row, __float_as_uint(f16_max4(k[j])));
-      vmax = fmaxf(vmax, f16_max4(v[j]));
+      atomicMax(scr + wg_piece(idx).row, __float_as_uint(f16_max4(t.k[j])));
     }
+#pragma unroll
+    for (int j = 0; j < kFvPer; ++j)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) vmax = fmaxf(vmax, fabsf(t.v[j][e]));
     const unsigned vbits = __reduce_max_sync(0xffffffffu, __float_as_uint(vmax));
     if (ptid % 32 == 0) atomicMax(scr + kKeyTile, vbits);
     ws_f16_sync();
@@ -269,27 +328,25 @@ __device__ __forceinline__ void ws_f16_produce(unsigned char* smem, const float*
       const int idx = ptid + 128 * j;
       if (idx >= kWsPieces) break;
       const WgPiece p = wg_piece(idx);
-      f16_store4(nullptr, khi, klo, wh_offset(p.row, p.col, kDh), k[j], f16_pow2(f16_exp(scr[p.row])));
-      const float vx[4] = {v[j].x * vmul, v[j].y * vmul, v[j].z * vmul, v[j].w * vmul};
+      f16_store4(nullptr, khi, klo, wh_offset(p.row, p.col, kDh), t.k[j], f16_pow2(f16_exp(scr[p.row])));
+    }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float hi, lo;
-        f16_split(vx[e], hi, lo);
-        const int at = wh_offset(p.col + e, p.row, kKeyTile);
-        unsigned short hb, lb;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(hb) : "f"(hi));
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(lb) : "f"(lo));
-        vhi[at] = hb;
-        vlo[at] = lb;
-      }
+    for (int j = 0; j < kFvPer; ++j) {
+      const int u = ptid + 128 * j;
+      if (u >= kFvUnits) break;
+      f16_store8(vhi, vlo, wh_offset(u % kDp, (u / kDp) * 8, kKeyTile), t.v[j], vmul);
     }
     float* factors = meta + buf * kFhMeta;  // what the consumers scale by
     for (int r = ptid; r < kKeyTile; r += 128) factors[r] = f16_pow2(-f16_exp(scr[r]));
     if (ptid == 0) factors[kKeyTile] = __int_as_float(ev_run);
-    unsigned* next = scratch + ((i + 2) % 3) * kFhMeta;
-    for (int r = ptid; r <= kKeyTile; r += 128) next[r] = 0u;
+    unsigned* clear = scratch + ((i + 2) % 3) * kFhMeta;
+    for (int r = ptid; r <= kKeyTile; r += 128) clear[r] = 0u;
     wg_proxy_fence();  // the tensor cores read what these stores wrote
     ws_arrive(kWsFull + buf);
+    if constexpr (kF16Prefetch)
+      t = next;
+    else if (i + 1 < ntiles)
+      f16_load_tile(t, head, s0 + kKeyTile, s_end, dims, ptid);
   }
 }
 
@@ -387,17 +444,12 @@ __device__ __forceinline__ void f16_correct(float (&o)[kDp / 2], const float (&c
 __device__ __forceinline__ void f16_split_p(const float (&s)[kKeyTile / 2], unsigned (&p11)[kKeyTile / 16][4],
                                             unsigned (&ph)[kKeyTile / 16][4], unsigned (&pl)[kKeyTile / 16][4]) {
 #pragma unroll
-  for (int n = 0; n < kKeyTile / 16; ++n) {
+  for (int n = 0; n < kKeyTile / 16; ++n)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      float h0, l0, h1, l1;
-      f16_split(s[8 * n + 2 * r], h0, l0);
-      f16_split(s[8 * n + 2 * r + 1], h1, l1);
-      p11[n][r] = f16_pack(h0 * 2048.0f, h1 * 2048.0f);
-      ph[n][r] = f16_pack(h0, h1);
-      pl[n][r] = f16_pack(l0, l1);
+      f16_split2(s[8 * n + 2 * r], s[8 * n + 2 * r + 1], ph[n][r], pl[n][r]);
+      p11[n][r] = f16_times2048(ph[n][r]);  // |P| <= 1
     }
-  }
 }
 
 // O in units of 2^(11 + ev) back to its value, then out = O / l.
@@ -524,9 +576,85 @@ __device__ __forceinline__ void ws_f16_consume_overlap(const unsigned char* smem
   f16_store_out(out, o, l_run, ev, b, v, h, T, dims);
 }
 
+// Q staging (f16_stage_q): the consumers' threads hold up to kQBatch
+// 16-byte pieces of Q each at a time, all loaded before any is used.
+constexpr int kQPieces = kQpb * (kDp / 4);
+constexpr int kQThreads = 128 * (kWsConsumers > 0 ? kWsConsumers : 1);  // (another algorithm's kQpb may be below 64)
+constexpr int kQPer = (kQPieces + kQThreads - 1) / kQThreads;
+constexpr int kQBatch = kQPer < 8 ? kQPer : 8;
+constexpr int kF16QSync = kF16Sync + 1;  // the consumers' own named barrier
+
+__device__ __forceinline__ void ws_f16_consumers_sync() {
+  asm volatile("bar.sync %0, %1;" ::"r"(kF16QSync), "r"(kQThreads) : "memory");
+}
+
+// Pieces r0 .. r0 + kQBatch - 1 of this thread (rows at or beyond T and
+// columns at or beyond D zero): float4 loads where q is 16-byte aligned
+// and D a multiple of 4 (every row then is), else one float at a time.
+__device__ __forceinline__ void f16_load_q(float4 (&x)[kQBatch], const float* q, int b, int t0, int h, int T,
+                                           const Dims& dims, int tid, int r0) {
+#pragma unroll
+  for (int j = 0; j < kQBatch; ++j) {
+    const int idx = tid + kQThreads * (r0 + j);
+    x[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r0 + j >= kQPer || idx >= kQPieces) continue;
+    const WgPiece p = wg_piece(idx);
+    const int t = t0 + p.row;
+    if (t >= T) continue;
+    const float* src = q + ((static_cast<long long>(b) * T + t) * dims.h + h) * dims.d + p.col;
+    if (dims.d % 4 == 0 && (reinterpret_cast<unsigned long long>(q) & 15u) == 0) {
+      if (p.col < dims.d) x[j] = __ldg(reinterpret_cast<const float4*>(src));
+    } else {
+      float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (p.col + c < dims.d) e[c] = __ldg(src + c);
+      x[j] = make_float4(e[0], e[1], e[2], e[3]);
+    }
+  }
+}
+
+// Q rows [t0, t0 + kQpb) of head h into shared memory as 2^11 hi, hi and
+// lo with one exponent per row, by the consumers only (tid < kQThreads),
+// while the producer loads its first tiles: every piece's maximum into
+// qmax, a barrier of the consumers, the pieces split and stored (read
+// again only where a thread has more than kQBatch of them), a proxy fence
+// and a barrier.
+__device__ __forceinline__ void f16_stage_q(unsigned char* smem, const float* q, int b, int t0, int h, int T,
+                                            const Dims& dims, int tid) {
+  unsigned short* q11 = reinterpret_cast<unsigned short*>(smem);
+  unsigned* qmax = reinterpret_cast<unsigned*>(smem + kF16SmemBytes) - kQpb;
+  float4 x[kQBatch];
+#pragma unroll 1
+  for (int r0 = 0; r0 < kQPer; r0 += kQBatch) {
+    f16_load_q(x, q, b, t0, h, T, dims, tid, r0);
+#pragma unroll
+    for (int j = 0; j < kQBatch; ++j) {
+      const int idx = tid + kQThreads * (r0 + j);
+      if (r0 + j < kQPer && idx < kQPieces) atomicMax(qmax + wg_piece(idx).row, __float_as_uint(f16_max4(x[j])));
+    }
+  }
+  ws_f16_consumers_sync();
+#pragma unroll 1
+  for (int r0 = 0; r0 < kQPer; r0 += kQBatch) {
+    if constexpr (kQPer > kQBatch) f16_load_q(x, q, b, t0, h, T, dims, tid, r0);
+#pragma unroll
+    for (int j = 0; j < kQBatch; ++j) {
+      const int idx = tid + kQThreads * (r0 + j);
+      if (r0 + j >= kQPer || idx >= kQPieces) continue;
+      const WgPiece p = wg_piece(idx);
+      f16_store4(q11, q11 + kFhQ, q11 + 2 * kFhQ, wh_offset(p.row, p.col, kDh), x[j],
+                 f16_pow2(f16_exp(qmax[p.row])));
+    }
+  }
+  wg_proxy_fence();  // Q is read by the tensor cores
+  ws_f16_consumers_sync();
+}
+
 // The attention of one block: shared memory cleared (the padding of Q and
-// K past D is read by the MMAs), Q staged with one exponent per row, then
-// the roles split as in tf32x3_wgmma_ws.
+// K past D is read by the MMAs), then the roles split as in
+// tf32x3_wgmma_ws, the consumers staging Q first (f16_stage_q) while the
+// producer starts on the key tiles.
 __device__ __forceinline__ void wgmma_f16_attention(const float* __restrict__ q, float* __restrict__ out,
                                                     const float* __restrict__ kv_ws, int T, float scale, int b,
                                                     int t0, int h, int s_end, int tid, float* smem_f,
@@ -537,36 +665,13 @@ __device__ __forceinline__ void wgmma_f16_attention(const float* __restrict__ q,
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_f);
   for (unsigned i = tid; i < kF16SmemBytes / 16; i += kThreads)
     reinterpret_cast<uint4*>(smem)[i] = make_uint4(0u, 0u, 0u, 0u);
-  unsigned short* q11 = reinterpret_cast<unsigned short*>(smem);
-  unsigned* qmax = reinterpret_cast<unsigned*>(smem + kF16SmemBytes) - kQpb;
   __syncthreads();
-  // Q rows [t0, t0 + kQpb) of head h: two passes over the same loads (they
-  // hit L1 the second time), the rows' maxima between them.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int i = tid; i < kQpb * (kDp / 4); i += kThreads) {
-      const WgPiece p = wg_piece(i);
-      const int t = t0 + p.row;
-      float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (t < T) {
-        const float* src = q + ((static_cast<long long>(b) * T + t) * dims.h + h) * dims.d;
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (p.col + e < dims.d) x[e] = __ldg(src + p.col + e);
-      }
-      const float4 x4 = make_float4(x[0], x[1], x[2], x[3]);
-      if (pass == 0)
-        atomicMax(qmax + p.row, __float_as_uint(f16_max4(x4)));
-      else
-        f16_store4(q11, q11 + kFhQ, q11 + 2 * kFhQ, wh_offset(p.row, p.col, kDh), x4,
-                   f16_pow2(f16_exp(qmax[p.row])));
-    }
-    __syncthreads();
+  if (tid >= kQThreads) {
+    ws_f16_produce(smem, kv_ws, b, h, T, s_end, dims, tid - kQThreads);
+    return;
   }
-  wg_proxy_fence();  // Q is read by the tensor cores
-  __syncthreads();
-  if (tid >= 128 * kWsConsumers)
-    ws_f16_produce(smem, kv_ws, b, h, T, s_end, dims, tid - 128 * kWsConsumers);
-  else if constexpr (kUnroll == 1)
+  f16_stage_q(smem, q, b, t0, h, T, dims, tid);
+  if constexpr (kUnroll == 1)
     ws_f16_consume(smem, out, T, scale, b, t0, h, s_end, tid, dims);
   else
     ws_f16_consume_overlap(smem, out, T, scale, b, t0, h, s_end, tid, dims);

@@ -97,7 +97,11 @@ INSTANTIATE_TEST_SUITE_P(
                                                              {"X2_oddT_R30", "B=3,T=129,H=12,D=20,R=30"},
                                                              {"X5_issue", "B=2,T=333,H=8,D=64,R=100"},
                                                              {"D100_R77", "B=1,T=500,H=4,D=100,R=77"},
-                                                             {"T1", "B=3,T=1,H=2,D=64,R=40"}}))),
+                                                             {"T1", "B=3,T=1,H=2,D=64,R=40"},
+                                                             // D not a multiple of 4: Q's rows are not
+                                                             // 16-byte aligned (f16x3_wgmma_ws loads
+                                                             // them one float at a time)
+                                                             {"D30_R50", "B=2,T=200,H=3,D=30,R=50"}}))),
     [](const ::testing::TestParamInfo<WgmmaParam>& info) {
       return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param).name;
     });
