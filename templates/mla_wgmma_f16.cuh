@@ -29,7 +29,7 @@
 // rows scaled by 2^+-20 among them, stay within 4.1e-6).
 // Exponents come from a maximum over the group through shared-memory
 // atomicMax on the float bits (|x| >= 0 orders like its bits): per query
-// row while Q is staged (every thread), per key row and per V tile in the
+// row while Q is staged (the consumers), per key row and per V tile in the
 // producer, three scratch arrays in turn so that each is cleared two tiles
 // before it is used again (see ws_f16_produce).  A group of zeros gets the
 // largest exponent, 126, which the running minimum of V's never takes from
