@@ -243,13 +243,19 @@ __device__ __forceinline__ void ws_f16_sync() {  // the producer warpgroup only
 }
 
 // A key tile as the producer's threads hold it: K in 16-byte pieces of one
-// key row (wg_piece), V in units of 8 keys of one column (u % kDp, keys
-// 8 (u / kDp) ..), so that V^T takes each unit's hi and lo as one 16-byte
-// store each.  Keys at or past s_end are zero.
+// key row (wg_piece), V in units of 8 keys of one column (fv_unit), so
+// that V^T takes each unit's hi and lo as one 16-byte store each.  Keys
+// at or past s_end are zero.
 struct F16Tile {
   float4 k[kWsPiecesPerThread];
   float v[kFvPer][8];
 };
+
+// V unit u of a tile: column u % kDp of its keys 8 (u / kDp) .. + 7.
+struct FvUnit {
+  int col, key0;
+};
+__device__ __forceinline__ FvUnit fv_unit(int u) { return FvUnit{u % kDp, (u / kDp) * 8}; }
 
 __device__ __forceinline__ void f16_load_tile(F16Tile& t, const float* head, int s0, int s_end, const Dims& dims,
                                               int ptid) {
@@ -264,8 +270,9 @@ __device__ __forceinline__ void f16_load_tile(F16Tile& t, const float* head, int
 #pragma unroll
   for (int j = 0; j < kFvPer; ++j) {
     const int u = ptid + 128 * j;
-    const int key0 = s0 + (u / kDp) * 8;
-    const float* src = head + dims.dp + u % kDp;
+    const FvUnit unit = fv_unit(u);
+    const int key0 = s0 + unit.key0;
+    const float* src = head + dims.dp + unit.col;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       t.v[j][e] = 0.0f;
@@ -297,7 +304,7 @@ __device__ __forceinline__ void ws_f16_produce(unsigned char* smem, const float*
   f16_load_tile(t, head, 0, s_end, dims, ptid);
   for (int i = 0; i < ntiles; ++i) {
     const int s0 = i * kKeyTile;
-    F16Tile next;
+    F16Tile next;  // used only with kF16Prefetch
     if constexpr (kF16Prefetch) f16_load_tile(next, head, s0 + kKeyTile, s_end, dims, ptid);  // past s_end: nothing read
     unsigned* scr = scratch + (i % 3) * kFhMeta;
     float vmax = 0.0f;
@@ -334,7 +341,8 @@ __device__ __forceinline__ void ws_f16_produce(unsigned char* smem, const float*
     for (int j = 0; j < kFvPer; ++j) {
       const int u = ptid + 128 * j;
       if (u >= kFvUnits) break;
-      f16_store8(vhi, vlo, wh_offset(u % kDp, (u / kDp) * 8, kKeyTile), t.v[j], vmul);
+      const FvUnit unit = fv_unit(u);
+      f16_store8(vhi, vlo, wh_offset(unit.col, unit.key0, kKeyTile), t.v[j], vmul);
     }
     float* factors = meta + buf * kFhMeta;  // what the consumers scale by
     for (int r = ptid; r < kKeyTile; r += 128) factors[r] = f16_pow2(-f16_exp(scr[r]));
@@ -584,6 +592,12 @@ constexpr int kQPer = (kQPieces + kQThreads - 1) / kQThreads;
 constexpr int kQBatch = kQPer < 8 ? kQPer : 8;
 constexpr int kF16QSync = kF16Sync + 1;  // the consumers' own named barrier
 
+// Whether this thread has a piece r0 + j of Q's kQPieces; its index in idx.
+__device__ __forceinline__ bool f16_q_piece(int tid, int r0, int j, int& idx) {
+  idx = tid + kQThreads * (r0 + j);
+  return r0 + j < kQPer && idx < kQPieces;
+}
+
 __device__ __forceinline__ void ws_f16_consumers_sync() {
   asm volatile("bar.sync %0, %1;" ::"r"(kF16QSync), "r"(kQThreads) : "memory");
 }
@@ -595,9 +609,9 @@ __device__ __forceinline__ void f16_load_q(float4 (&x)[kQBatch], const float* q,
                                            const Dims& dims, int tid, int r0) {
 #pragma unroll
   for (int j = 0; j < kQBatch; ++j) {
-    const int idx = tid + kQThreads * (r0 + j);
+    int idx;
     x[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r0 + j >= kQPer || idx >= kQPieces) continue;
+    if (!f16_q_piece(tid, r0, j, idx)) continue;
     const WgPiece p = wg_piece(idx);
     const int t = t0 + p.row;
     if (t >= T) continue;
@@ -630,8 +644,8 @@ __device__ __forceinline__ void f16_stage_q(unsigned char* smem, const float* q,
     f16_load_q(x, q, b, t0, h, T, dims, tid, r0);
 #pragma unroll
     for (int j = 0; j < kQBatch; ++j) {
-      const int idx = tid + kQThreads * (r0 + j);
-      if (r0 + j < kQPer && idx < kQPieces) atomicMax(qmax + wg_piece(idx).row, __float_as_uint(f16_max4(x[j])));
+      int idx;
+      if (f16_q_piece(tid, r0, j, idx)) atomicMax(qmax + wg_piece(idx).row, __float_as_uint(f16_max4(x[j])));
     }
   }
   ws_f16_consumers_sync();
@@ -640,8 +654,8 @@ __device__ __forceinline__ void f16_stage_q(unsigned char* smem, const float* q,
     if constexpr (kQPer > kQBatch) f16_load_q(x, q, b, t0, h, T, dims, tid, r0);
 #pragma unroll
     for (int j = 0; j < kQBatch; ++j) {
-      const int idx = tid + kQThreads * (r0 + j);
-      if (r0 + j >= kQPer || idx >= kQPieces) continue;
+      int idx;
+      if (!f16_q_piece(tid, r0, j, idx)) continue;
       const WgPiece p = wg_piece(idx);
       f16_store4(q11, q11 + kFhQ, q11 + 2 * kFhQ, wh_offset(p.row, p.col, kDh), x[j],
                  f16_pow2(f16_exp(qmax[p.row])));
