@@ -6,7 +6,9 @@
 #   - replaying the pack finds the same best config as replaying the source;
 #   - a config exported twice is refused (exit 2, saying which);
 #   - `left` lists exactly the valid configs a fixture lacks, the family with
-#     the fastest recorded config first under --fast-first.
+#     the fastest recorded config first under --fast-first;
+#   - `record --dry-run` reports the same, and `record` without a GPU stops
+#     after one config with a clear error and writes no part.
 #   tests/sweep_fixture_check.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 source_dir=$1
@@ -87,4 +89,17 @@ PY
 )
 [ "$first_family" = "$expected" ] || fail "left starts with $first_family, expected $expected"
 grep -q "not recorded" left.err || fail "left did not say how many it lists"
+
+# `record --dry-run` says what `left` lists, and picks anchors among recorded configs.
+"$tool" record "$space" rec first.csv.gz --shape $shape --anchors 3 --dry-run > dry.out
+grep -qx "$shape: $(wc -l < left.txt) of $(wc -l < valid.txt) valid configs left, first $(head -n 1 left.txt)" dry.out ||
+  fail "record --dry-run disagrees with left: $(cat dry.out)"
+grep -qx "$shape: 6 anchors" dry.out || fail "record --dry-run chose other anchors: $(cat dry.out)"
+[ ! -e rec/record.db ] || fail "a dry run made a database"
+# Without a GPU, `tune` measures nothing: record says so after one config and writes no part.
+if ! command -v nvidia-smi > /dev/null; then
+  if "$tool" record "$space" rec first.csv.gz --shape $shape > rec.out 2> rec.err; then fail "record without a GPU succeeded"; fi
+  grep -q "the first config was not measured (no GPU?" rec.err || fail "unclear refusal: $(cat rec.err)"
+  ls rec/part_* > /dev/null 2>&1 && fail "record without a GPU wrote a part"
+fi
 echo "sweep_fixture_check: ok ($total rows packed; $(wc -l < left.txt) left after $first; $first_family first)"
