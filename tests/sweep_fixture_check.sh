@@ -40,17 +40,19 @@ awk 'NR == 1 || NR % 5 == 2' whole.csv > part1.csv
 awk 'NR == 1 || NR % 5 != 2' whole.csv > part2.csv
 first=$(($(wc -l < part1.csv) - 1))
 
-# The where line is the source fixture's own (what it never measured), if it
-# has one: once the fixture records the whole space (sweep-fixture record,
-# then pack), it has none.
-where=$(zcat "$fixture" | awk '/^# where: / && !w { sub(/^# /, ""); w = $0 } END { print w }')
-printf 'Made by tests/sweep_fixture_check.sh.\n%s\n' "${where:-The source recorded the whole space.}" > note.txt
+# The where lines are the source fixture's own (what it never measured, by
+# shape where they name shape variables), if it has any: a fixture that
+# records the whole space has none.  All of them go into the pack's note.
+zcat "$fixture" | awk '/^# where: / { sub(/^# /, ""); print }' > where.txt
+{ echo 'Made by tests/sweep_fixture_check.sh.'; if [ -s where.txt ]; then cat where.txt; else echo 'The source recorded the whole space.'; fi; } > note.txt
 "$tool" pack packed.csv.gz part1.csv part2.csv --note note.txt > pack.out
 "$tool" pack again.csv.gz part1.csv part2.csv --note note.txt > /dev/null
 cmp -s packed.csv.gz again.csv.gz || fail "two packs of the same exports differ"
-zcat packed.csv.gz | sed -n 1,3p > head.txt
+zcat packed.csv.gz | sed -n "1,$(($(wc -l < where.txt) + 2))p" > head.txt
 grep -qx '# Made by tests/sweep_fixture_check.sh.' head.txt || fail "the note's first line is missing: $(cat head.txt)"
-[ -z "$where" ] || grep -qxF "# $where" head.txt || fail "the where line is missing"
+while IFS= read -r where; do
+  grep -qxF "# $where" head.txt || fail "the line '$where' is missing"
+done < where.txt
 grep -qx 'shape,config,outcome,median_us,min_us,p90_us,relative_l2' head.txt || fail "unexpected header"
 [ "$(zcat packed.csv.gz | grep -vc '^#')" -eq $((total + 1)) ] || fail "the pack lost or gained rows"
 
