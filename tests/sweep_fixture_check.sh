@@ -48,7 +48,7 @@ zcat "$fixture" | awk '/^# where: / { sub(/^# /, ""); print }' > where.txt
 "$tool" pack packed.csv.gz part1.csv part2.csv --note note.txt > pack.out
 "$tool" pack again.csv.gz part1.csv part2.csv --note note.txt > /dev/null
 cmp -s packed.csv.gz again.csv.gz || fail "two packs of the same exports differ"
-zcat packed.csv.gz | sed -n "1,$(($(wc -l < where.txt) + 2))p" > head.txt
+zcat packed.csv.gz | sed -n "1,$(($(wc -l < note.txt) + 1))p" > head.txt
 grep -qx '# Made by tests/sweep_fixture_check.sh.' head.txt || fail "the note's first line is missing: $(cat head.txt)"
 while IFS= read -r where; do
   grep -qxF "# $where" head.txt || fail "the line '$where' is missing"
